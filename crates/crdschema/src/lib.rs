@@ -1,0 +1,1 @@
+//! CRD structural schema handling: defaults, pruning, validation, CEL rules.

@@ -1,0 +1,8 @@
+//! `ferrometal bmc`.
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub async fn run(_args: Args) -> anyhow::Result<std::process::ExitCode> {
+    anyhow::bail!("not implemented yet")
+}

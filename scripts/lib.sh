@@ -1,0 +1,26 @@
+# Shared helpers for the peer scripts. Source it; do not run it.
+set -euo pipefail
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${FERROMETAL_VENV:-$REPO_ROOT/.venv}"
+
+# free_port: print a TCP port on 127.0.0.1 nobody listens on right now.
+free_port() {
+  python3 - <<'PY'
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()
+PY
+}
+
+# wait_port PORT [SECONDS]: wait until something accepts connections on 127.0.0.1:PORT.
+wait_port() {
+  local port=$1 limit=${2:-20} i
+  for ((i = 0; i < limit * 10; i++)); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "nothing listens on 127.0.0.1:$port after ${limit}s" >&2
+  return 1
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests need: OpenIPMI's ipmi_sim, ipmitool, htpasswd
+# (bcrypt entries for sushy-tools' auth file), kubectl, and wrk for the emulator benchmark.
+set -euo pipefail
+need=()
+command -v ipmi_sim >/dev/null || need+=(openipmi)
+command -v ipmitool >/dev/null || need+=(ipmitool)
+command -v htpasswd >/dev/null || need+=(apache2-utils)
+command -v kubectl >/dev/null || need+=(kubernetes-client)
+command -v wrk >/dev/null || need+=(wrk)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi
