@@ -1,1 +1,243 @@
 //! CRD structural schema handling: defaults, pruning, validation, CEL rules.
+//!
+//! A [`Schema`] is compiled once from a CustomResourceDefinition version's
+//! `openAPIV3Schema`. The API server then runs, on every create and update,
+//! [`Schema::default`], [`Schema::prune`] and [`Schema::validate`] in that
+//! order, as kube-apiserver's apiextensions does.
+
+mod compile;
+mod formats;
+mod rules;
+mod transform;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+pub(crate) use compile::Node;
+
+/// One validation failure, shaped like a Kubernetes `StatusCause`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    /// Kubernetes field path, e.g. `spec.bmc.address` or `spec.ports[0].name`.
+    pub field: String,
+    pub reason: Reason,
+    /// The error body as kube-apiserver words it, e.g. `Required value`.
+    pub message: String,
+}
+
+impl FieldError {
+    pub(crate) fn new(
+        field: impl Into<String>,
+        reason: Reason,
+        message: impl Into<String>,
+    ) -> Self {
+        FieldError {
+            field: field.into(),
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// The Kubernetes `CauseType` of a [`FieldError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Reason {
+    FieldValueRequired,
+    FieldValueInvalid,
+    FieldValueNotSupported,
+    FieldValueTypeInvalid,
+    FieldValueDuplicate,
+    FieldValueTooLong,
+    FieldValueTooMany,
+    FieldValueForbidden,
+}
+
+impl Reason {
+    /// The `CauseType` string Kubernetes puts in `status.details.causes[].reason`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Reason::FieldValueRequired => "FieldValueRequired",
+            Reason::FieldValueInvalid => "FieldValueInvalid",
+            Reason::FieldValueNotSupported => "FieldValueNotSupported",
+            Reason::FieldValueTypeInvalid => "FieldValueTypeInvalid",
+            Reason::FieldValueDuplicate => "FieldValueDuplicate",
+            Reason::FieldValueTooLong => "FieldValueTooLong",
+            Reason::FieldValueTooMany => "FieldValueTooMany",
+            Reason::FieldValueForbidden => "FieldValueForbidden",
+        }
+    }
+
+    /// Parses the reasons a CEL rule may name (`x-kubernetes-validations[].reason`).
+    pub(crate) fn from_rule_reason(s: &str) -> Option<Reason> {
+        match s {
+            "FieldValueInvalid" => Some(Reason::FieldValueInvalid),
+            "FieldValueForbidden" => Some(Reason::FieldValueForbidden),
+            "FieldValueRequired" => Some(Reason::FieldValueRequired),
+            "FieldValueDuplicate" => Some(Reason::FieldValueDuplicate),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A compiled structural schema of one CRD version.
+///
+/// Cheap to clone and safe to share between threads.
+#[derive(Clone)]
+pub struct Schema {
+    root: Arc<Node>,
+    env: Arc<cel::Env>,
+}
+
+impl fmt::Debug for Schema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Schema").finish_non_exhaustive()
+    }
+}
+
+impl Schema {
+    /// Compiles an `openAPIV3Schema`, rejecting what kube-apiserver rejects
+    /// as non-structural and CEL rules that do not compile.
+    pub fn compile(open_api_v3_schema: &serde_json::Value) -> Result<Schema, Vec<FieldError>> {
+        let env = Arc::new(rules::env());
+        let root = compile::compile_root(open_api_v3_schema, &env)?;
+        Ok(Schema {
+            root: Arc::new(root),
+            env,
+        })
+    }
+
+    /// Applies `default`s where fields are missing, recursively, and drops
+    /// nulls of non-nullable fields without a default, as the apiserver does
+    /// when it decodes a custom resource.
+    pub fn default(&self, obj: &mut serde_json::Value) {
+        transform::default(&self.root, obj, 0);
+    }
+
+    /// Drops fields that the schema does not specify, except under
+    /// `x-kubernetes-preserve-unknown-fields`. `apiVersion`, `kind` and
+    /// `metadata` at the root are left to the server.
+    pub fn prune(&self, obj: &mut serde_json::Value) {
+        transform::prune(&self.root, obj, true, 0);
+    }
+
+    /// Validates `obj` against the OpenAPI schema, then against its CEL
+    /// rules. `old` is the stored object on update; transition rules (those
+    /// reading `oldSelf`) run only when it is given.
+    pub fn validate(
+        &self,
+        obj: &serde_json::Value,
+        old: Option<&serde_json::Value>,
+    ) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        validate::validate_root(&self.root, obj, &mut errs);
+        rules::validate_root(&self.root, &self.env, obj, old, &mut errs);
+        errs
+    }
+}
+
+/// A field path, rendered the way Kubernetes renders it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Path(Vec<Seg>);
+
+#[derive(Debug, Clone)]
+enum Seg {
+    Field(String),
+    Index(usize),
+    Key(String),
+}
+
+impl Path {
+    pub(crate) fn field(&self, name: &str) -> Path {
+        self.with(Seg::Field(name.to_string()))
+    }
+
+    pub(crate) fn index(&self, i: usize) -> Path {
+        self.with(Seg::Index(i))
+    }
+
+    pub(crate) fn key(&self, k: &str) -> Path {
+        self.with(Seg::Key(k.to_string()))
+    }
+
+    fn with(&self, seg: Seg) -> Path {
+        let mut segs = self.0.clone();
+        segs.push(seg);
+        Path(segs)
+    }
+
+    /// `field.Path` style: map keys in brackets (`spec.labels[foo]`).
+    pub(crate) fn render(&self) -> String {
+        self.render_with(true)
+    }
+
+    /// go-openapi style, which kube-apiserver reports for OpenAPI errors:
+    /// map keys joined with dots (`spec.labels.foo`).
+    pub(crate) fn render_openapi(&self) -> String {
+        self.render_with(false)
+    }
+
+    fn render_with(&self, bracket_keys: bool) -> String {
+        let mut out = String::new();
+        for seg in &self.0 {
+            match seg {
+                Seg::Field(name) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(name);
+                }
+                Seg::Index(i) => {
+                    out.push('[');
+                    out.push_str(&i.to_string());
+                    out.push(']');
+                }
+                Seg::Key(k) if bracket_keys => {
+                    out.push('[');
+                    out.push_str(k);
+                    out.push(']');
+                }
+                Seg::Key(k) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(k);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Formats a value as kube-apiserver does in `Invalid value: ...` bodies.
+pub(crate) fn fmt_value(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => quote(s),
+        other => other.to_string(),
+    }
+}
+
+pub(crate) fn quote(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+/// Formats a number as Go's `%v` does for a float64 holding it.
+pub(crate) fn fmt_num(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n}")
+    }
+}

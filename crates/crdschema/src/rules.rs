@@ -1,0 +1,510 @@
+//! `x-kubernetes-validations`: CEL rules compiled with the schema and
+//! evaluated against each value at the node that declares them.
+
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use cel::objects::{Key, Map, OptionalValue};
+use cel::{Context, Env, Program};
+use serde_json::Value;
+
+use crate::compile::{Additional, ListType, Node, Type};
+use crate::validate::{json_eq, type_matches};
+use crate::{FieldError, Path, Reason, quote};
+
+/// The environment every rule is compiled and run in: the standard library
+/// (with `matches`, `startsWith`, ...) plus the string and list extensions
+/// Kubernetes also offers.
+pub(crate) fn env() -> Env {
+    let mut env = Env::stdlib();
+    // Neither extension clashes with the standard library; if a future cel
+    // release made them, rules using them would fail to compile instead.
+    let _ = env.add_extension(cel::extensions::strings);
+    let _ = env.add_extension(cel::extensions::lists);
+    env
+}
+
+pub(crate) struct Rule {
+    pub source: String,
+    program: Program,
+    message: Option<String>,
+    message_expression: Option<Program>,
+    /// Rendered relative path appended to the node's path, e.g. `.spec.bmc`.
+    field_path: Vec<String>,
+    reason: Reason,
+    optional_old_self: bool,
+    transition: bool,
+}
+
+impl std::fmt::Debug for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rule")
+            .field("rule", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+fn parse(env: &Env, src: &str) -> Result<Program, String> {
+    match catch_unwind(AssertUnwindSafe(|| env.compile(src))) {
+        Ok(Ok(p)) => Ok(p),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the expression could not be parsed".to_string()),
+    }
+}
+
+pub(crate) fn compile_rule(
+    env: &Env,
+    v: &Value,
+    node: &Node,
+    path: &str,
+) -> Result<Rule, Vec<FieldError>> {
+    let mut errs = Vec::new();
+    let Some(obj) = v.as_object() else {
+        return Err(vec![FieldError::new(
+            path,
+            Reason::FieldValueTypeInvalid,
+            "Invalid value: must be an object",
+        )]);
+    };
+    let string_field = |errs: &mut Vec<FieldError>, key: &str| -> Option<String> {
+        match obj.get(key) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                errs.push(FieldError::new(
+                    format!("{path}.{key}"),
+                    Reason::FieldValueTypeInvalid,
+                    format!(
+                        "Invalid value: {}: must be a string",
+                        crate::fmt_value(other)
+                    ),
+                ));
+                None
+            }
+        }
+    };
+    let source = string_field(&mut errs, "rule").unwrap_or_default();
+    let message = string_field(&mut errs, "message");
+    let message_expression_src = string_field(&mut errs, "messageExpression");
+    let field_path_src = string_field(&mut errs, "fieldPath");
+    let reason_src = string_field(&mut errs, "reason");
+    let optional_old_self = obj
+        .get("optionalOldSelf")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+
+    let rule_path = format!("{path}.rule");
+    let program = if source.trim().is_empty() {
+        errs.push(FieldError::new(
+            rule_path,
+            Reason::FieldValueRequired,
+            "Required value",
+        ));
+        None
+    } else {
+        match parse(env, &source) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                errs.push(FieldError::new(
+                    rule_path,
+                    Reason::FieldValueInvalid,
+                    format!(
+                        "Invalid value: {}: compilation failed: {}",
+                        quote(&source),
+                        e.trim()
+                    ),
+                ));
+                None
+            }
+        }
+    };
+
+    if let Some(m) = &message
+        && m.trim().is_empty()
+    {
+        errs.push(FieldError::new(
+            format!("{path}.message"),
+            Reason::FieldValueInvalid,
+            format!(
+                "Invalid value: {}: message must be non-empty if specified",
+                quote(m)
+            ),
+        ));
+    }
+    if message.as_ref().is_some_and(|m| m.contains('\n')) {
+        errs.push(FieldError::new(
+            format!("{path}.message"),
+            Reason::FieldValueInvalid,
+            "Invalid value: message must not contain line breaks",
+        ));
+    }
+
+    let message_expression = match &message_expression_src {
+        None => None,
+        Some(src) if src.trim().is_empty() => {
+            errs.push(FieldError::new(
+                format!("{path}.messageExpression"),
+                Reason::FieldValueRequired,
+                "Required value: messageExpression must be non-empty if specified",
+            ));
+            None
+        }
+        Some(src) => match parse(env, src) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                errs.push(FieldError::new(
+                    format!("{path}.messageExpression"),
+                    Reason::FieldValueInvalid,
+                    format!(
+                        "Invalid value: {}: messageExpression compilation failed: {}",
+                        quote(src),
+                        e.trim()
+                    ),
+                ));
+                None
+            }
+        },
+    };
+
+    let reason = match reason_src.as_deref() {
+        None => Reason::FieldValueInvalid,
+        Some(r) => match Reason::from_rule_reason(r) {
+            Some(r) => r,
+            None => {
+                errs.push(FieldError::new(
+                    format!("{path}.reason"),
+                    Reason::FieldValueNotSupported,
+                    format!(
+                        "Unsupported value: {}: supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\"",
+                        quote(r)
+                    ),
+                ));
+                Reason::FieldValueInvalid
+            }
+        },
+    };
+
+    let field_path = match &field_path_src {
+        None => Vec::new(),
+        Some(fp) => match parse_field_path(fp, node) {
+            Ok(p) => p,
+            Err(detail) => {
+                errs.push(FieldError::new(
+                    format!("{path}.fieldPath"),
+                    Reason::FieldValueInvalid,
+                    format!("Invalid value: {}: {detail}", quote(fp)),
+                ));
+                Vec::new()
+            }
+        },
+    };
+
+    let transition = program.as_ref().is_some_and(|p| {
+        p.references().has_variable("oldSelf")
+            || message_expression
+                .as_ref()
+                .is_some_and(|m| m.references().has_variable("oldSelf"))
+    });
+    if optional_old_self && !transition {
+        errs.push(FieldError::new(
+            format!("{path}.optionalOldSelf"),
+            Reason::FieldValueForbidden,
+            "Forbidden: may not be set on a rule that does not reference oldSelf",
+        ));
+    }
+
+    match program {
+        Some(program) if errs.is_empty() => Ok(Rule {
+            source,
+            program,
+            message,
+            message_expression,
+            field_path,
+            reason,
+            optional_old_self,
+            transition,
+        }),
+        _ => Err(errs),
+    }
+}
+
+/// Parses a rule's `fieldPath` (`.spec.bmc`, `['name with dots']`) into
+/// field names, each of which must exist in the schema below `node`.
+fn parse_field_path(fp: &str, node: &Node) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut rest = fp;
+    let mut cur = Some(node);
+    while !rest.is_empty() {
+        let name;
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            name = r[..end].to_string();
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix("['") {
+            let Some(end) = r.find("']") else {
+                return Err("fieldPath must be a valid path: unterminated bracket".into());
+            };
+            name = r[..end].to_string();
+            rest = &r[end + 2..];
+        } else {
+            return Err("fieldPath must be a valid path: expected '.' or '['".into());
+        }
+        if name.is_empty() {
+            return Err("fieldPath must be a valid path: empty field name".into());
+        }
+        let next = cur.and_then(|n| {
+            if n.preserve_unknown && n.child(&name).is_none() {
+                None
+            } else {
+                n.child(&name)
+            }
+        });
+        if next.is_none() && !cur.is_some_and(|n| n.preserve_unknown) {
+            return Err(format!(
+                "fieldPath must be a valid path: does not refer to a valid field ({name})"
+            ));
+        }
+        cur = next;
+        out.push(name);
+    }
+    Ok(out)
+}
+
+pub(crate) fn validate_root(
+    n: &Node,
+    env: &Arc<Env>,
+    obj: &Value,
+    old: Option<&Value>,
+    errs: &mut Vec<FieldError>,
+) {
+    if !n.has_rules() {
+        return;
+    }
+    walk(n, env, obj, old, &Path::default(), errs, 0);
+}
+
+const MAX_DEPTH: usize = 256;
+
+fn walk(
+    n: &Node,
+    env: &Arc<Env>,
+    v: &Value,
+    old: Option<&Value>,
+    path: &Path,
+    errs: &mut Vec<FieldError>,
+    depth: usize,
+) {
+    // Values of the wrong type were reported by OpenAPI validation already;
+    // rules written for the declared type would only add noise.
+    if depth > MAX_DEPTH || !type_matches(n, v) || v.is_null() {
+        return;
+    }
+    if !n.rules.is_empty() {
+        let self_val = to_cel(v, Some(n), 0);
+        let old_val = old
+            .filter(|o| type_matches(n, o) && !o.is_null())
+            .map(|o| to_cel(o, Some(n), 0));
+        for rule in &n.rules {
+            eval_rule(n, rule, env, &self_val, old_val.as_ref(), path, errs);
+        }
+    }
+    if !n.has_rules_below() {
+        return;
+    }
+    match v {
+        Value::Object(obj) => {
+            for (name, val) in obj {
+                let old_child = old.and_then(|o| o.get(name));
+                if let Some(child) = n.properties.get(name) {
+                    walk(
+                        child,
+                        env,
+                        val,
+                        old_child,
+                        &path.field(name),
+                        errs,
+                        depth + 1,
+                    );
+                } else if let Additional::Schema(a) = &n.additional {
+                    walk(a, env, val, old_child, &path.key(name), errs, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            let Some(item) = &n.items else { return };
+            let old_items = old.and_then(Value::as_array);
+            for (i, val) in items.iter().enumerate() {
+                let old_item = old_items.and_then(|olds| correlate(n, val, olds));
+                walk(item, env, val, old_item, &path.index(i), errs, depth + 1);
+            }
+        }
+        _ => {}
+    }
+}
+
+impl Node {
+    fn has_rules_below(&self) -> bool {
+        self.properties.values().any(Node::has_rules)
+            || self.items.as_ref().is_some_and(|n| n.has_rules())
+            || matches!(&self.additional, Additional::Schema(n) if n.has_rules())
+    }
+}
+
+/// The old element matching a new one, as Kubernetes correlates them:
+/// by key for map lists, by value for sets, not at all for atomic lists.
+fn correlate<'a>(n: &Node, val: &Value, olds: &'a [Value]) -> Option<&'a Value> {
+    match n.list_type {
+        Some(ListType::Map) if !n.list_map_keys.is_empty() => olds.iter().find(|o| {
+            n.list_map_keys
+                .iter()
+                .all(|k| match (val.get(k), o.get(k)) {
+                    (Some(a), Some(b)) => json_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                })
+        }),
+        Some(ListType::Set) => olds.iter().find(|o| json_eq(o, val)),
+        _ => None,
+    }
+}
+
+fn eval_rule(
+    n: &Node,
+    rule: &Rule,
+    env: &Arc<Env>,
+    self_val: &cel::Value,
+    old_val: Option<&cel::Value>,
+    path: &Path,
+    errs: &mut Vec<FieldError>,
+) {
+    if rule.transition && old_val.is_none() && !rule.optional_old_self {
+        return;
+    }
+    let type_name = node_type_name(n);
+    let result = run(env, &rule.program, self_val, old_val, rule);
+    match result {
+        Ok(cel::Value::Bool(true)) => {}
+        Ok(cel::Value::Bool(false)) => {
+            let mut field = path.clone();
+            for f in &rule.field_path {
+                field = field.field(f);
+            }
+            let detail = rule
+                .message_expression
+                .as_ref()
+                .and_then(|m| match run(env, m, self_val, old_val, rule) {
+                    Ok(cel::Value::String(s)) if !s.trim().is_empty() => Some(s.to_string()),
+                    _ => None,
+                })
+                .or_else(|| rule.message.clone())
+                .unwrap_or_else(|| format!("failed rule: {}", rule.source.trim()));
+            errs.push(error_for_reason(
+                field.render(),
+                rule.reason,
+                type_name,
+                detail,
+            ));
+        }
+        Ok(other) => errs.push(FieldError::new(
+            path.render(),
+            Reason::FieldValueInvalid,
+            format!(
+                "Invalid value: {}: rule did not evaluate to a bool but to {:?}: {}",
+                quote(type_name),
+                other.type_of().to_string(),
+                rule.source.trim()
+            ),
+        )),
+        Err(e) => errs.push(FieldError::new(
+            path.render(),
+            Reason::FieldValueInvalid,
+            format!(
+                "Invalid value: {}: {e} evaluating rule: {}",
+                quote(type_name),
+                rule.source.trim()
+            ),
+        )),
+    }
+}
+
+fn error_for_reason(field: String, reason: Reason, type_name: &str, detail: String) -> FieldError {
+    let message = match reason {
+        Reason::FieldValueForbidden => format!("Forbidden: {detail}"),
+        Reason::FieldValueRequired => format!("Required value: {detail}"),
+        Reason::FieldValueDuplicate => format!("Duplicate value: {}: {detail}", quote(type_name)),
+        _ => format!("Invalid value: {}: {detail}", quote(type_name)),
+    };
+    FieldError::new(field, reason, message)
+}
+
+fn node_type_name(n: &Node) -> &'static str {
+    if n.int_or_string {
+        return "integer-or-string";
+    }
+    n.ty.map(Type::as_str).unwrap_or("object")
+}
+
+fn run(
+    env: &Arc<Env>,
+    program: &Program,
+    self_val: &cel::Value,
+    old_val: Option<&cel::Value>,
+    rule: &Rule,
+) -> Result<cel::Value, String> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let mut ctx = Context::with_env(Arc::clone(env));
+        ctx.add_variable_from_value("self", self_val.clone());
+        if rule.optional_old_self {
+            let opt = match old_val {
+                Some(o) => OptionalValue::of(o.clone()),
+                None => OptionalValue::none(),
+            };
+            ctx.add_variable_from_value("oldSelf", cel::Value::Opaque(Arc::new(opt)));
+        } else if let Some(o) = old_val {
+            ctx.add_variable_from_value("oldSelf", o.clone());
+        }
+        program.execute(&ctx).map_err(|e| e.to_string())
+    }));
+    outcome.unwrap_or_else(|_| Err("internal error while evaluating the rule".to_string()))
+}
+
+/// JSON to CEL, guided by the schema: integers stay ints, `number` fields
+/// are always doubles (so `1` and `1.5` compare alike), objects become maps.
+pub(crate) fn to_cel(v: &Value, n: Option<&Node>, depth: usize) -> cel::Value {
+    if depth > MAX_DEPTH {
+        return cel::Value::Null;
+    }
+    match v {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(num) => {
+            let want_float = n.is_some_and(|n| n.ty == Some(Type::Number));
+            if !want_float && let Some(i) = num.as_i64() {
+                cel::Value::Int(i)
+            } else if !want_float && let Some(u) = num.as_u64() {
+                cel::Value::UInt(u)
+            } else {
+                cel::Value::Float(num.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::Array(items) => {
+            let item = n.and_then(|n| n.items.as_deref());
+            cel::Value::List(Arc::new(
+                items.iter().map(|i| to_cel(i, item, depth + 1)).collect(),
+            ))
+        }
+        Value::Object(obj) => {
+            let mut map = HashMap::with_capacity(obj.len());
+            for (k, val) in obj {
+                let child = n.and_then(|n| n.child(k));
+                map.insert(
+                    Key::String(Arc::new(k.clone())),
+                    to_cel(val, child, depth + 1),
+                );
+            }
+            cel::Value::Map(Map { map: Arc::new(map) })
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! Defaulting and pruning: the two steps that rewrite an object before it
+//! is validated.
+
+use serde_json::Value;
+
+use crate::compile::{Additional, Node};
+
+/// Beyond this depth values are left alone; schemas are far shallower and
+/// the limit keeps hostile input from exhausting the stack.
+const MAX_DEPTH: usize = 256;
+
+/// ObjectMeta fields kept in the `metadata` of embedded resources.
+const OBJECT_META_FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+pub(crate) fn default(n: &Node, v: &mut Value, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    match v {
+        Value::Object(obj) => {
+            for (name, child) in &n.properties {
+                match obj.get(name) {
+                    None => {
+                        if let Some(d) = &child.default {
+                            obj.insert(name.clone(), d.clone());
+                        }
+                    }
+                    // A null for a non-nullable field means "unset": the
+                    // default applies, or the field goes away.
+                    Some(Value::Null) if !child.nullable => match &child.default {
+                        Some(d) => {
+                            obj.insert(name.clone(), d.clone());
+                        }
+                        None => {
+                            obj.remove(name);
+                        }
+                    },
+                    Some(_) => {}
+                }
+            }
+            for (name, val) in obj.iter_mut() {
+                if let Some(child) = n.properties.get(name) {
+                    default(child, val, depth + 1);
+                } else if let Additional::Schema(a) = &n.additional {
+                    default(a, val, depth + 1);
+                }
+            }
+            if let Additional::Schema(a) = &n.additional
+                && !a.nullable
+            {
+                obj.retain(|_, val| !val.is_null() || a.default.is_some());
+                for val in obj.values_mut() {
+                    if val.is_null()
+                        && let Some(d) = &a.default
+                    {
+                        *val = d.clone();
+                        default(a, val, depth + 1);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = &n.items {
+                for val in items.iter_mut() {
+                    if val.is_null()
+                        && !item.nullable
+                        && let Some(d) = &item.default
+                    {
+                        *val = d.clone();
+                    }
+                    default(item, val, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `root` marks the object's top level, where apiVersion, kind and metadata
+/// are the server's to handle.
+pub(crate) fn prune(n: &Node, v: &mut Value, root: bool, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    match v {
+        Value::Object(obj) => {
+            let keep_meta = root || n.embedded;
+            obj.retain(|name, _| {
+                (keep_meta && matches!(name.as_str(), "apiVersion" | "kind" | "metadata"))
+                    || n.properties.contains_key(name)
+                    || !matches!(
+                        n.additional,
+                        Additional::Unspecified | Additional::Allowed(false)
+                    )
+                    || n.preserve_unknown
+            });
+            for (name, val) in obj.iter_mut() {
+                if let Some(child) = n.properties.get(name) {
+                    prune(child, val, false, depth + 1);
+                } else if let Additional::Schema(a) = &n.additional {
+                    prune(a, val, false, depth + 1);
+                } else if n.embedded && !root && name == "metadata" {
+                    prune_embedded_metadata(val);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = &n.items {
+                for val in items.iter_mut() {
+                    prune(item, val, false, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn prune_embedded_metadata(v: &mut Value) {
+    if let Value::Object(obj) = v {
+        obj.retain(|k, _| OBJECT_META_FIELDS.contains(&k.as_str()));
+    }
+}

@@ -1,0 +1,507 @@
+//! OpenAPI value validation, worded as kube-apiserver words the go-openapi
+//! errors it converts into field errors.
+
+use serde_json::Value;
+
+use crate::compile::{Additional, ListType, Node, Type};
+use crate::{FieldError, Path, Reason, fmt_num, fmt_value, formats, quote};
+
+const MAX_DEPTH: usize = 256;
+
+pub(crate) fn validate_root(n: &Node, v: &Value, errs: &mut Vec<FieldError>) {
+    validate_at(n, v, &Path::default(), errs, 0, true);
+}
+
+pub(crate) fn validate_value(n: &Node, v: &Value, path: &Path, errs: &mut Vec<FieldError>) {
+    validate_at(n, v, path, errs, 0, false);
+}
+
+/// The JSON type name go-openapi reports for a value.
+pub(crate) fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Whether `v` has the type the node declares (anything, if none).
+pub(crate) fn type_matches(n: &Node, v: &Value) -> bool {
+    if v.is_null() {
+        return n.nullable || (n.ty.is_none() && !n.int_or_string);
+    }
+    if n.int_or_string {
+        return matches!(json_type(v), "integer" | "string");
+    }
+    match n.ty {
+        None => true,
+        Some(Type::Object) => v.is_object(),
+        Some(Type::Array) => v.is_array(),
+        Some(Type::String) => v.is_string(),
+        Some(Type::Boolean) => v.is_boolean(),
+        Some(Type::Number) => v.is_number(),
+        Some(Type::Integer) => json_type(v) == "integer",
+    }
+}
+
+fn invalid(path: &Path, v: &Value, detail: String) -> FieldError {
+    FieldError::new(
+        path.render_openapi(),
+        Reason::FieldValueInvalid,
+        format!("Invalid value: {}: {detail}", fmt_value(v)),
+    )
+}
+
+/// `root` marks the object's top level, whose `metadata` the server
+/// validates as ObjectMeta, so the schema's view of it is skipped.
+fn validate_at(
+    n: &Node,
+    v: &Value,
+    path: &Path,
+    errs: &mut Vec<FieldError>,
+    depth: usize,
+    root: bool,
+) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let p = path.render_openapi();
+    if !type_matches(n, v) {
+        let want = if n.int_or_string {
+            "integer,string"
+        } else {
+            n.ty.map(Type::as_str).unwrap_or("")
+        };
+        errs.push(FieldError::new(
+            p.clone(),
+            Reason::FieldValueTypeInvalid,
+            format!(
+                "Invalid value: {}: {p} in body must be of type {want}: {}",
+                fmt_value(v),
+                quote(json_type(v))
+            ),
+        ));
+        return;
+    }
+    if v.is_null() {
+        return;
+    }
+
+    if let Some(values) = &n.enum_values
+        && !values.iter().any(|e| json_eq(e, v))
+    {
+        let supported: Vec<String> = values
+            .iter()
+            .map(|e| match e {
+                Value::String(s) => quote(s),
+                other => quote(&other.to_string()),
+            })
+            .collect();
+        errs.push(FieldError::new(
+            p.clone(),
+            Reason::FieldValueNotSupported,
+            format!(
+                "Unsupported value: {}: supported values: {}",
+                fmt_value(v),
+                supported.join(", ")
+            ),
+        ));
+    }
+
+    match v {
+        Value::String(s) => validate_string(n, s, v, path, &p, errs),
+        Value::Number(num) => validate_number(n, num, v, path, &p, errs),
+        Value::Array(items) => validate_array(n, items, path, &p, errs, depth),
+        Value::Object(obj) => validate_object(n, obj, path, &p, errs, depth, root),
+        _ => {}
+    }
+
+    validate_junctors(n, v, path, &p, errs, depth);
+}
+
+fn validate_string(n: &Node, s: &str, v: &Value, path: &Path, p: &str, errs: &mut Vec<FieldError>) {
+    if let Some(format) = &n.format
+        && !formats::check_string(format, s)
+    {
+        errs.push(FieldError::new(
+            p,
+            Reason::FieldValueTypeInvalid,
+            format!(
+                "Invalid value: {}: {p} in body must be of type {format}: {}",
+                quote(s),
+                quote(s)
+            ),
+        ));
+    }
+    let len = s.chars().count() as u64;
+    if let Some(max) = n.max_length
+        && len > max
+    {
+        errs.push(FieldError::new(
+            p,
+            Reason::FieldValueTooLong,
+            format!("Too long: may not be longer than {max}"),
+        ));
+    }
+    if let Some(min) = n.min_length
+        && len < min
+    {
+        errs.push(invalid(
+            path,
+            v,
+            format!("{p} in body should be at least {min} chars long"),
+        ));
+    }
+    if let Some((src, re)) = &n.pattern
+        && !re.is_match(s)
+    {
+        errs.push(invalid(
+            path,
+            v,
+            format!("{p} in body should match '{src}'"),
+        ));
+    }
+}
+
+fn validate_number(
+    n: &Node,
+    num: &serde_json::Number,
+    v: &Value,
+    path: &Path,
+    p: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    let Some(x) = num.as_f64() else {
+        return;
+    };
+    if n.ty == Some(Type::Integer)
+        && let Some(f) = &n.format
+        && !formats::check_integer(f, num)
+    {
+        errs.push(FieldError::new(
+            p,
+            Reason::FieldValueTypeInvalid,
+            format!(
+                "Invalid value: {}: {p} in body must be of type {f}: {}",
+                fmt_value(v),
+                quote(&num.to_string())
+            ),
+        ));
+    }
+    if let Some(max) = n.maximum {
+        if n.exclusive_maximum && x >= max {
+            errs.push(invalid(
+                path,
+                v,
+                format!("{p} in body should be less than {}", fmt_num(max)),
+            ));
+        } else if x > max {
+            errs.push(invalid(
+                path,
+                v,
+                format!(
+                    "{p} in body should be less than or equal to {}",
+                    fmt_num(max)
+                ),
+            ));
+        }
+    }
+    if let Some(min) = n.minimum {
+        if n.exclusive_minimum && x <= min {
+            errs.push(invalid(
+                path,
+                v,
+                format!("{p} in body should be greater than {}", fmt_num(min)),
+            ));
+        } else if x < min {
+            errs.push(invalid(
+                path,
+                v,
+                format!(
+                    "{p} in body should be greater than or equal to {}",
+                    fmt_num(min)
+                ),
+            ));
+        }
+    }
+    if let Some(m) = n.multiple_of {
+        let ok = match (num.as_i64(), m.fract() == 0.0 && m.abs() < 9.0e15) {
+            (Some(i), true) => i % (m as i64) == 0,
+            _ => {
+                let q = x / m;
+                q.is_finite() && (q - q.round()).abs() <= 1e-9 * q.abs().max(1.0)
+            }
+        };
+        if !ok {
+            errs.push(invalid(
+                path,
+                v,
+                format!("{p} in body should be a multiple of {}", fmt_num(m)),
+            ));
+        }
+    }
+}
+
+fn validate_array(
+    n: &Node,
+    items: &[Value],
+    path: &Path,
+    p: &str,
+    errs: &mut Vec<FieldError>,
+    depth: usize,
+) {
+    let len = items.len() as u64;
+    if let Some(max) = n.max_items
+        && len > max
+    {
+        errs.push(FieldError::new(
+            p,
+            Reason::FieldValueTooMany,
+            format!("Too many: {len}: must have at most {max} items"),
+        ));
+    }
+    if let Some(min) = n.min_items
+        && len < min
+    {
+        errs.push(FieldError::new(
+            p,
+            Reason::FieldValueInvalid,
+            format!("Invalid value: {len}: {p} in body should have at least {min} items"),
+        ));
+    }
+    if let Some(item) = &n.items {
+        for (i, val) in items.iter().enumerate() {
+            validate_at(item, val, &path.index(i), errs, depth + 1, false);
+        }
+    }
+    // set lists and uniqueItems: each repeated element is reported once, at
+    // its own index, as kube-apiserver's list-type validation does.
+    if n.unique_items || n.list_type == Some(ListType::Set) {
+        for (i, val) in items.iter().enumerate() {
+            if items[..i].iter().any(|prev| json_eq(prev, val)) {
+                errs.push(FieldError::new(
+                    path.index(i).render(),
+                    Reason::FieldValueDuplicate,
+                    format!("Duplicate value: {}", fmt_value(val)),
+                ));
+            }
+        }
+    }
+    if n.list_type == Some(ListType::Map) && !n.list_map_keys.is_empty() {
+        let key_of = |val: &Value| -> Option<serde_json::Map<String, Value>> {
+            let obj = val.as_object()?;
+            let mut key = serde_json::Map::new();
+            for k in &n.list_map_keys {
+                // A missing key takes the key property's default, if any.
+                let kv = obj.get(k).cloned().or_else(|| {
+                    n.items
+                        .as_ref()
+                        .and_then(|it| it.properties.get(k))
+                        .and_then(|kn| kn.default.clone())
+                });
+                key.insert(k.clone(), kv.unwrap_or(Value::Null));
+            }
+            Some(key)
+        };
+        let keys: Vec<_> = items.iter().map(key_of).collect();
+        for (i, key) in keys.iter().enumerate() {
+            let Some(key) = key else { continue };
+            if keys[..i]
+                .iter()
+                .flatten()
+                .any(|prev| json_eq(&Value::Object(prev.clone()), &Value::Object(key.clone())))
+            {
+                errs.push(FieldError::new(
+                    path.index(i).render(),
+                    Reason::FieldValueDuplicate,
+                    format!("Duplicate value: {}", Value::Object(key.clone())),
+                ));
+            }
+        }
+    }
+}
+
+fn validate_object(
+    n: &Node,
+    obj: &serde_json::Map<String, Value>,
+    path: &Path,
+    p: &str,
+    errs: &mut Vec<FieldError>,
+    depth: usize,
+    root: bool,
+) {
+    let count = obj.len() as u64;
+    if let Some(max) = n.max_properties
+        && count > max
+    {
+        errs.push(FieldError::new(
+            p,
+            Reason::FieldValueTooMany,
+            format!("Too many: {count}: must have at most {max} items"),
+        ));
+    }
+    if let Some(min) = n.min_properties
+        && count < min
+    {
+        errs.push(FieldError::new(
+            p,
+            Reason::FieldValueInvalid,
+            format!("Invalid value: {count}: {p} in body should have at least {min} properties"),
+        ));
+    }
+    for r in &n.required {
+        let skipped = root && r == "metadata";
+        if !skipped && !obj.contains_key(r) {
+            errs.push(FieldError::new(
+                path.field(r).render_openapi(),
+                Reason::FieldValueRequired,
+                "Required value",
+            ));
+        }
+    }
+    for (name, val) in obj {
+        if root && name == "metadata" {
+            continue;
+        }
+        if let Some(child) = n.properties.get(name) {
+            validate_at(child, val, &path.field(name), errs, depth + 1, false);
+        } else {
+            match &n.additional {
+                Additional::Schema(a) => {
+                    validate_at(a, val, &path.key(name), errs, depth + 1, false)
+                }
+                Additional::Allowed(false) if !n.preserve_unknown => {
+                    errs.push(FieldError::new(
+                        path.field(name).render_openapi(),
+                        Reason::FieldValueForbidden,
+                        format!(
+                            "Forbidden: {} in body is a forbidden property",
+                            path.field(name).render_openapi()
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    if n.embedded {
+        for field in ["apiVersion", "kind"] {
+            if obj
+                .get(field)
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                errs.push(FieldError::new(
+                    path.field(field).render(),
+                    Reason::FieldValueRequired,
+                    "Required value: must not be empty",
+                ));
+            }
+        }
+        if let Some(meta) = obj.get("metadata")
+            && !n.properties.contains_key("metadata")
+            && !meta.is_object()
+        {
+            errs.push(FieldError::new(
+                path.field("metadata").render(),
+                Reason::FieldValueTypeInvalid,
+                format!("Invalid value: {}: must be an object", fmt_value(meta)),
+            ));
+        }
+    }
+}
+
+fn validate_junctors(
+    n: &Node,
+    v: &Value,
+    path: &Path,
+    p: &str,
+    errs: &mut Vec<FieldError>,
+    depth: usize,
+) {
+    let run = |s: &Node| {
+        let mut e = Vec::new();
+        validate_at(s, v, path, &mut e, depth + 1, false);
+        e
+    };
+    if !n.all_of.is_empty() {
+        let mut failed = false;
+        for s in &n.all_of {
+            let mut e = run(s);
+            failed |= !e.is_empty();
+            errs.append(&mut e);
+        }
+        if failed {
+            errs.push(invalid(
+                path,
+                v,
+                format!("{p} in body must validate all the schemas (allOf)"),
+            ));
+        }
+    }
+    if !n.any_of.is_empty() {
+        let results: Vec<_> = n.any_of.iter().map(run).collect();
+        if results.iter().all(|e| !e.is_empty()) {
+            errs.push(invalid(
+                path,
+                v,
+                format!("{p} in body must validate at least one schema (anyOf)"),
+            ));
+            if let Some(best) = results.into_iter().min_by_key(Vec::len) {
+                errs.extend(best);
+            }
+        }
+    }
+    if !n.one_of.is_empty() {
+        let results: Vec<_> = n.one_of.iter().map(run).collect();
+        let passed = results.iter().filter(|e| e.is_empty()).count();
+        if passed != 1 {
+            errs.push(invalid(
+                path,
+                v,
+                format!("{p} in body must validate one and only one schema (oneOf)"),
+            ));
+            if passed == 0
+                && let Some(best) = results.into_iter().min_by_key(Vec::len)
+            {
+                errs.extend(best);
+            }
+        }
+    }
+    if let Some(not) = &n.not
+        && run(not).is_empty()
+    {
+        errs.push(invalid(
+            path,
+            v,
+            format!("{p} in body must not validate the schema (not)"),
+        ));
+    }
+}
+
+/// JSON equality with numbers compared by value, so `1` equals `1.0`.
+pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(i), Some(j)) => i == j,
+            _ => match (x.as_u64(), y.as_u64()) {
+                (Some(i), Some(j)) => i == j,
+                _ => x.as_f64() == y.as_f64(),
+            },
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(i, j)| json_eq(i, j))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, xv)| y.get(k).is_some_and(|yv| json_eq(xv, yv)))
+        }
+        _ => a == b,
+    }
+}
