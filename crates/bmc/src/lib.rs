@@ -1,1 +1,128 @@
+//! Talking to baseboard management controllers: address parsing, the [`Bmc`] trait, and its
+//! Redfish (reqwest + rustls) and IPMI (`ipmitool -I lanplus`) implementations.
+//!
+//! Every call issues one action and returns; nothing here waits for a power state to land,
+//! so callers (the reconcilers) can requeue and observe instead of blocking a worker.
 
+pub mod address;
+mod error;
+pub mod ipmi;
+mod observe;
+pub mod redfish;
+mod types;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use address::{AddressError, BmcAddress, Flavour, Protocol, Transport};
+pub use error::BmcError;
+pub use observe::{RequestCounter, RequestObserver};
+pub use types::*;
+
+/// One BMC, whatever its protocol.
+#[async_trait::async_trait]
+pub trait Bmc: Send + Sync {
+    /// The BMC's `host:port`, for logs and errors (never credentials).
+    fn endpoint(&self) -> &str;
+    async fn power_state(&self) -> Result<PowerState, BmcError>;
+    /// Issues one power action; does not wait for the new state.
+    async fn power(&self, action: PowerAction) -> Result<(), BmcError>;
+    async fn set_boot(&self, boot: BootOverride) -> Result<(), BmcError>;
+    async fn insert_media(&self, image_url: &str) -> Result<(), BmcError>;
+    async fn eject_media(&self) -> Result<(), BmcError>;
+    async fn media_status(&self) -> Result<MediaStatus, BmcError>;
+    async fn identity(&self) -> Result<SystemIdentity, BmcError>;
+    /// Out-of-band hardware inventory for inspection.
+    async fn inventory(&self) -> Result<Inventory, BmcError>;
+    /// Ends any session the client holds; basic-auth clients have nothing to do.
+    async fn logout(&self) -> Result<(), BmcError> {
+        Ok(())
+    }
+}
+
+/// Credentials from the host's Secret. The password is redacted from `Debug`.
+#[derive(Clone)]
+pub struct Credentials {
+    pub username: String,
+    password: Password,
+}
+
+impl Credentials {
+    pub fn new(username: impl Into<String>, password: impl Into<String>) -> Credentials {
+        Credentials {
+            username: username.into(),
+            password: Password(password.into()),
+        }
+    }
+
+    pub fn password(&self) -> &str {
+        &self.password.0
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+struct Password(String);
+
+/// How the Redfish client authenticates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuthMode {
+    /// HTTP basic auth on every request: no session to exhaust on the BMC.
+    #[default]
+    Basic,
+    /// A Redfish session (X-Auth-Token), reused and always logged out.
+    Session,
+}
+
+/// Knobs for a client. The defaults suit production BMCs.
+#[derive(Clone)]
+pub struct BmcOptions {
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Skip TLS certificate verification (the host's `disableCertificateVerification`).
+    pub disable_certificate_verification: bool,
+    pub auth: AuthMode,
+    /// IPMI cipher suite passed to `ipmitool -C` (3 is what most BMCs and ipmi_sim accept).
+    pub ipmi_cipher_suite: u8,
+    /// The `ipmitool` program.
+    pub ipmitool: PathBuf,
+    /// Retries for one IPMI command (`ipmitool -R`).
+    pub ipmi_retries: u32,
+    /// Told about every request sent, for counting.
+    pub observer: Option<Arc<dyn RequestObserver>>,
+}
+
+impl Default for BmcOptions {
+    fn default() -> Self {
+        BmcOptions {
+            timeout: Duration::from_secs(20),
+            disable_certificate_verification: false,
+            auth: AuthMode::Basic,
+            ipmi_cipher_suite: 3,
+            ipmitool: PathBuf::from("ipmitool"),
+            ipmi_retries: 2,
+            observer: None,
+        }
+    }
+}
+
+/// Makes the client for an address. Cheap: no request is sent until the first call.
+pub fn connect(
+    address: &BmcAddress,
+    credentials: Credentials,
+    options: BmcOptions,
+) -> Result<Arc<dyn Bmc>, BmcError> {
+    Ok(match address.protocol() {
+        Protocol::Redfish => Arc::new(redfish::RedfishBmc::new(address, credentials, options)?),
+        Protocol::Ipmi => Arc::new(ipmi::IpmiBmc::new(address, credentials, options)),
+    })
+}

@@ -1,0 +1,267 @@
+//! Values exchanged with a BMC, independent of protocol.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PowerState {
+    On,
+    Off,
+    PoweringOn,
+    PoweringOff,
+    Unknown,
+}
+
+impl PowerState {
+    /// Reads a vendor's power string defensively ("On", "on", "Chassis Power is on", ...).
+    pub fn parse_lenient(text: &str) -> PowerState {
+        let lower = text.trim().to_ascii_lowercase();
+        match lower.rsplit(' ').next().unwrap_or("") {
+            "on" => PowerState::On,
+            "off" => PowerState::Off,
+            "poweringon" => PowerState::PoweringOn,
+            "poweringoff" => PowerState::PoweringOff,
+            _ => PowerState::Unknown,
+        }
+    }
+
+    pub fn is_on(self) -> bool {
+        matches!(self, PowerState::On | PowerState::PoweringOn)
+    }
+}
+
+impl std::fmt::Display for PowerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// Power actions, named as Redfish `ResetType`s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PowerAction {
+    On,
+    ForceOn,
+    ForceOff,
+    GracefulShutdown,
+    GracefulRestart,
+    ForceRestart,
+    PowerCycle,
+}
+
+impl PowerAction {
+    pub const ALL: [PowerAction; 7] = [
+        PowerAction::On,
+        PowerAction::ForceOn,
+        PowerAction::ForceOff,
+        PowerAction::GracefulShutdown,
+        PowerAction::GracefulRestart,
+        PowerAction::ForceRestart,
+        PowerAction::PowerCycle,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PowerAction::On => "On",
+            PowerAction::ForceOn => "ForceOn",
+            PowerAction::ForceOff => "ForceOff",
+            PowerAction::GracefulShutdown => "GracefulShutdown",
+            PowerAction::GracefulRestart => "GracefulRestart",
+            PowerAction::ForceRestart => "ForceRestart",
+            PowerAction::PowerCycle => "PowerCycle",
+        }
+    }
+
+    /// The power state the action ends in.
+    pub fn target_state(self) -> PowerState {
+        match self {
+            PowerAction::ForceOff | PowerAction::GracefulShutdown => PowerState::Off,
+            _ => PowerState::On,
+        }
+    }
+}
+
+impl std::str::FromStr for PowerAction {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PowerAction::ALL
+            .into_iter()
+            .find(|a| a.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                let all: Vec<_> = PowerAction::ALL.iter().map(|a| a.as_str()).collect();
+                format!(
+                    "unknown power action {s:?}; expected one of {}",
+                    all.join(", ")
+                )
+            })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BootDevice {
+    Pxe,
+    Hdd,
+    Cd,
+    BiosSetup,
+    UefiHttp,
+}
+
+impl BootDevice {
+    pub fn redfish_name(self) -> &'static str {
+        match self {
+            BootDevice::Pxe => "Pxe",
+            BootDevice::Hdd => "Hdd",
+            BootDevice::Cd => "Cd",
+            BootDevice::BiosSetup => "BiosSetup",
+            BootDevice::UefiHttp => "UefiHttp",
+        }
+    }
+}
+
+impl std::str::FromStr for BootDevice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "pxe" => BootDevice::Pxe,
+            "hdd" | "disk" => BootDevice::Hdd,
+            "cd" | "cdrom" => BootDevice::Cd,
+            "bios" | "biossetup" => BootDevice::BiosSetup,
+            "uefihttp" | "http" => BootDevice::UefiHttp,
+            _ => {
+                return Err(format!(
+                    "unknown boot device {s:?}; expected pxe, disk, cdrom, bios or uefihttp"
+                ));
+            }
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BootMode {
+    #[serde(rename = "UEFI")]
+    Uefi,
+    Legacy,
+}
+
+/// A boot override: next boot only (`once`) or until changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootOverride {
+    pub device: BootDevice,
+    pub once: bool,
+    /// `None` leaves the BMC's current mode.
+    pub mode: Option<BootMode>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MediaStatus {
+    pub inserted: bool,
+    pub image: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SystemIdentity {
+    pub uuid: Option<String>,
+    pub manufacturer: Option<String>,
+    pub model: Option<String>,
+    pub serial_number: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cpu {
+    pub model: String,
+    pub architecture: String,
+    pub cores: u32,
+    pub threads: u32,
+    pub speed_mhz: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryModule {
+    pub name: String,
+    pub capacity_mib: u64,
+    pub kind: String,
+    pub speed_mhz: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Nic {
+    pub name: String,
+    pub mac: String,
+    pub speed_mbps: u64,
+    pub link_up: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Disk {
+    pub name: String,
+    pub size_bytes: u64,
+    /// SSD or HDD, as the BMC says.
+    pub media_type: String,
+    pub model: String,
+    pub serial_number: String,
+    pub protocol: String,
+}
+
+/// Out-of-band inventory. `warnings` names parts the BMC could not report, so a caller can
+/// decide whether the rest is enough (an inspection needs CPUs and NICs at least).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Inventory {
+    pub identity: SystemIdentity,
+    pub cpus: Vec<Cpu>,
+    pub memory: Vec<MemoryModule>,
+    pub nics: Vec<Nic>,
+    pub disks: Vec<Disk>,
+    pub warnings: Vec<String>,
+}
+
+impl Inventory {
+    pub fn total_memory_mib(&self) -> u64 {
+        self.memory.iter().map(|m| m.capacity_mib).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_strings_from_vendors() {
+        for (text, state) in [
+            ("On", PowerState::On),
+            ("off", PowerState::Off),
+            ("Chassis Power is on", PowerState::On),
+            ("Chassis Power is off\n", PowerState::Off),
+            ("PoweringOn", PowerState::PoweringOn),
+            ("PoweringOff", PowerState::PoweringOff),
+            ("", PowerState::Unknown),
+            ("Paused", PowerState::Unknown),
+        ] {
+            assert_eq!(PowerState::parse_lenient(text), state, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn actions_and_devices_parse() {
+        assert_eq!(
+            "powercycle".parse::<PowerAction>(),
+            Ok(PowerAction::PowerCycle)
+        );
+        assert!(
+            "reboot"
+                .parse::<PowerAction>()
+                .unwrap_err()
+                .contains("\"reboot\"")
+        );
+        assert_eq!("disk".parse::<BootDevice>(), Ok(BootDevice::Hdd));
+        assert!(
+            "floppy"
+                .parse::<BootDevice>()
+                .unwrap_err()
+                .contains("\"floppy\"")
+        );
+    }
+}

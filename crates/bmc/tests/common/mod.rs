@@ -1,0 +1,225 @@
+//! Real peers for the BMC client tests, started through the project's scripts on 127.0.0.1
+//! with fresh state. A peer that cannot start fails the test: nothing is skipped.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A fresh directory removed on drop.
+pub struct TempDir(tempfile::TempDir);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        TempDir(
+            tempfile::Builder::new()
+                .prefix("ferrometal-test.")
+                .tempdir()
+                .unwrap(),
+        )
+    }
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+    pub fn path_str(&self) -> &str {
+        self.0.path().to_str().unwrap()
+    }
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn script(name: &str) -> PathBuf {
+    repo_root().join("scripts").join(name)
+}
+
+fn run_script(name: &str, args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(script(name))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run scripts/{name}: {e}"));
+    assert!(
+        out.status.success(),
+        "scripts/{name} {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A sushy-tools Redfish emulator (fake driver).
+pub struct Sushy {
+    pub dir: TempDir,
+    pub port: u16,
+}
+
+pub const SUSHY_SYSTEM_0: &str = "00000000-0000-4000-8000-000000000000";
+
+impl Sushy {
+    pub fn start(systems: usize, auth: &str) -> Sushy {
+        let dir = TempDir::new();
+        let out = run_script(
+            "sushy.sh",
+            &[
+                "start",
+                dir.path_str(),
+                "--systems",
+                &systems.to_string(),
+                "--auth",
+                auth,
+            ],
+        );
+        let port = out.lines().last().unwrap().parse().expect("port");
+        Sushy { dir, port }
+    }
+
+    pub fn system_url(&self, uuid: &str) -> String {
+        format!("http://127.0.0.1:{}/redfish/v1/Systems/{uuid}", self.port)
+    }
+
+    pub fn address(&self, uuid: &str) -> String {
+        format!(
+            "redfish+http://127.0.0.1:{}/redfish/v1/Systems/{uuid}",
+            self.port
+        )
+    }
+
+    /// Reads a system as the peer sees it, bypassing the client under test.
+    pub fn system(&self, uuid: &str) -> serde_json::Value {
+        let out = Command::new("curl")
+            .args(["-sf", "-u", "admin:password", &self.system_url(uuid)])
+            .output()
+            .expect("curl");
+        assert!(out.status.success(), "curl {}", self.system_url(uuid));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    pub fn virtual_cd(&self, uuid: &str) -> serde_json::Value {
+        let url = format!("{}/VirtualMedia/Cd", self.system_url(uuid));
+        let out = Command::new("curl")
+            .args(["-sf", "-u", "admin:password", &url])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+impl Drop for Sushy {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(script("sushy.sh"))
+            .args(["stop", self.dir.path_str()])
+            .status();
+    }
+}
+
+/// An OpenIPMI ipmi_sim BMC whose chassis state lives in files.
+pub struct IpmiSim {
+    pub dir: TempDir,
+    pub port: u16,
+}
+
+impl IpmiSim {
+    pub fn start() -> IpmiSim {
+        let dir = TempDir::new();
+        let out = run_script(
+            "ipmi-sim.sh",
+            &["start", dir.path_str(), "admin", "password"],
+        );
+        let port = out.lines().last().unwrap().parse().expect("port");
+        IpmiSim { dir, port }
+    }
+
+    pub fn address(&self) -> String {
+        format!("ipmi://127.0.0.1:{}", self.port)
+    }
+
+    pub fn chassis(&self, what: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join("chassis").join(what))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+}
+
+impl Drop for IpmiSim {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(script("ipmi-sim.sh"))
+            .args(["stop", self.dir.path_str()])
+            .status();
+    }
+}
+
+/// A static file server on loopback, for virtual-media images the peer downloads.
+pub struct FileServer {
+    pub dir: TempDir,
+    pub port: u16,
+    child: Child,
+}
+
+impl FileServer {
+    pub fn start() -> FileServer {
+        let dir = TempDir::new();
+        std::fs::write(dir.path().join("live.iso"), vec![0x42u8; 64 * 1024]).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let child = Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                &port.to_string(),
+                "--directory",
+                dir.path_str(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 http.server");
+        wait_port(port);
+        FileServer { dir, port, child }
+    }
+
+    pub fn url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for FileServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn wait_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "nothing listens on 127.0.0.1:{port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Polls `check` until it holds; a peer that never gets there fails the test with `what`.
+pub async fn eventually<F: FnMut() -> bool>(what: &str, mut check: F) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if check() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
