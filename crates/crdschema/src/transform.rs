@@ -111,6 +111,9 @@ pub(crate) fn prune(n: &Node, v: &mut Value, root: bool, depth: usize) {
                     || n.preserve_unknown
             });
             for (name, val) in obj.iter_mut() {
+                if root && name == "metadata" {
+                    continue;
+                }
                 if let Some(child) = n.properties.get(name) {
                     prune(child, val, false, depth + 1);
                 } else if let Additional::Schema(a) = &n.additional {
