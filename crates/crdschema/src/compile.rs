@@ -101,6 +101,9 @@ pub(crate) struct Node {
     pub list_type: Option<ListType>,
     pub list_map_keys: Vec<String>,
     pub rules: Vec<Rule>,
+    /// Whether any node below this one has CEL rules, so that validation
+    /// can skip rule-free subtrees without searching them each time.
+    pub rules_below: bool,
 }
 
 impl Node {
@@ -117,10 +120,7 @@ impl Node {
 
     /// Whether this node or any below it carries CEL rules.
     pub(crate) fn has_rules(&self) -> bool {
-        !self.rules.is_empty()
-            || self.properties.values().any(Node::has_rules)
-            || self.items.as_ref().is_some_and(|n| n.has_rules())
-            || matches!(&self.additional, Additional::Schema(n) if n.has_rules())
+        !self.rules.is_empty() || self.rules_below
     }
 }
 
@@ -232,6 +232,20 @@ fn compile_node(ctx: &mut Ctx, v: &Value, path: &str, place: Place, depth: usize
         }
     }
 
+    if obj.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(false)) {
+        ctx.err(
+            at("x-kubernetes-preserve-unknown-fields"),
+            Reason::FieldValueInvalid,
+            "Invalid value: false: must be true or undefined",
+        );
+    }
+    if place == Place::Root && obj.contains_key("default") {
+        ctx.err(
+            at("default"),
+            Reason::FieldValueForbidden,
+            "Forbidden: must not be used at the root",
+        );
+    }
     n.int_or_string = get_bool(ctx, obj, "x-kubernetes-int-or-string", path);
     n.preserve_unknown = get_bool(ctx, obj, "x-kubernetes-preserve-unknown-fields", path);
     n.embedded = get_bool(ctx, obj, "x-kubernetes-embedded-resource", path);
@@ -555,6 +569,9 @@ fn compile_node(ctx: &mut Ctx, v: &Value, path: &str, place: Place, depth: usize
         }
     }
 
+    n.rules_below = n.properties.values().any(Node::has_rules)
+        || n.items.as_ref().is_some_and(|i| i.has_rules())
+        || matches!(&n.additional, Additional::Schema(a) if a.has_rules());
     Some(n)
 }
 

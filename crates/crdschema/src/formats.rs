@@ -107,6 +107,9 @@ fn is_date_time(s: &str) -> bool {
                 return false;
             }
             let z = &zone[1..];
+            if !z.is_ascii() {
+                return false;
+            }
             let (hh, mm) = match z.len() {
                 5 if z.as_bytes()[2] == b':' => (&z[0..2], &z[3..5]),
                 4 => (&z[0..2], &z[2..4]),

@@ -309,7 +309,7 @@ fn walk(
             eval_rule(n, rule, env, &self_val, old_val.as_ref(), path, errs);
         }
     }
-    if !n.has_rules_below() {
+    if !n.rules_below {
         return;
     }
     match v {
@@ -340,14 +340,6 @@ fn walk(
             }
         }
         _ => {}
-    }
-}
-
-impl Node {
-    fn has_rules_below(&self) -> bool {
-        self.properties.values().any(Node::has_rules)
-            || self.items.as_ref().is_some_and(|n| n.has_rules())
-            || matches!(&self.additional, Additional::Schema(n) if n.has_rules())
     }
 }
 
