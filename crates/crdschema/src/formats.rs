@@ -162,7 +162,7 @@ fn is_cidr(s: &str) -> bool {
 
 /// Go's `url.ParseRequestURI`: an absolute URI with a scheme, or an
 /// absolute path; no whitespace or control characters.
-fn is_uri(s: &str) -> bool {
+pub(crate) fn is_uri(s: &str) -> bool {
     if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return false;
     }
@@ -192,15 +192,26 @@ fn is_mac(s: &str) -> bool {
     matches!(groups.len(), 3 | 4 | 10) && groups.iter().all(|g| hex(g, 4))
 }
 
-/// Go's `time.ParseDuration` syntax, with the day and week units strfmt adds.
+/// Go's `time.ParseDuration` syntax, with the day and week units strfmt
+/// adds.
 fn is_duration(s: &str) -> bool {
-    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
+    parse_duration(s).is_some()
+}
+
+/// Parses a Go-style duration (`1h30m`, `-1.5s`, `3d`) into nanoseconds.
+pub(crate) fn parse_duration(s: &str) -> Option<i64> {
+    let (neg, s) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
     if s == "0" {
-        return true;
+        return Some(0);
     }
     if s.is_empty() {
-        return false;
+        return None;
     }
+    let mut total: f64 = 0.0;
     let mut rest = s;
     while !rest.is_empty() {
         let n = rest
@@ -209,23 +220,34 @@ fn is_duration(s: &str) -> bool {
             .count();
         let num = &rest[..n];
         if num.is_empty() || num == "." || num.matches('.').count() > 1 {
-            return false;
+            return None;
         }
+        let value: f64 = num.parse().ok()?;
         rest = &rest[n..];
         let unit_len = rest
             .char_indices()
             .find(|(_, c)| c.is_ascii_digit() || *c == '.')
             .map_or(rest.len(), |(i, _)| i);
-        let unit = &rest[..unit_len];
-        if !matches!(
-            unit,
-            "ns" | "us" | "µs" | "μs" | "ms" | "s" | "m" | "h" | "d" | "w"
-        ) {
-            return false;
-        }
+        let scale: f64 = match &rest[..unit_len] {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            "d" => 86400e9,
+            "w" => 7.0 * 86400e9,
+            _ => return None,
+        };
+        total += value * scale;
         rest = &rest[unit_len..];
     }
-    true
+    // Go refuses durations beyond int64 nanoseconds (about 292 years).
+    if !total.is_finite() || total >= 9.2e18 {
+        return None;
+    }
+    let nanos = total.round() as i64;
+    Some(if neg { -nanos } else { nanos })
 }
 
 fn is_email(s: &str) -> bool {

@@ -281,14 +281,15 @@ pub(crate) fn validate_root(
     if !n.has_rules() {
         return;
     }
-    walk(n, env, obj, old, &Path::default(), errs, 0);
+    let ctx = root_context(env);
+    walk(n, &ctx, obj, old, &Path::default(), errs, 0);
 }
 
 const MAX_DEPTH: usize = 256;
 
 fn walk(
     n: &Node,
-    env: &Arc<Env>,
+    ctx: &Context,
     v: &Value,
     old: Option<&Value>,
     path: &Path,
@@ -301,12 +302,13 @@ fn walk(
         return;
     }
     if !n.rules.is_empty() {
-        let self_val = to_cel(v, Some(n), 0);
+        let root = depth == 0;
+        let self_val = to_cel(v, Some(n), 0, root);
         let old_val = old
             .filter(|o| type_matches(n, o) && !o.is_null())
-            .map(|o| to_cel(o, Some(n), 0));
+            .map(|o| to_cel(o, Some(n), 0, root));
         for rule in &n.rules {
-            eval_rule(n, rule, env, &self_val, old_val.as_ref(), path, errs);
+            eval_rule(n, rule, ctx, &self_val, old_val.as_ref(), path, errs);
         }
     }
     if !n.rules_below {
@@ -319,7 +321,7 @@ fn walk(
                 if let Some(child) = n.properties.get(name) {
                     walk(
                         child,
-                        env,
+                        ctx,
                         val,
                         old_child,
                         &path.field(name),
@@ -327,7 +329,7 @@ fn walk(
                         depth + 1,
                     );
                 } else if let Additional::Schema(a) = &n.additional {
-                    walk(a, env, val, old_child, &path.key(name), errs, depth + 1);
+                    walk(a, ctx, val, old_child, &path.key(name), errs, depth + 1);
                 }
             }
         }
@@ -336,7 +338,7 @@ fn walk(
             let old_items = old.and_then(Value::as_array);
             for (i, val) in items.iter().enumerate() {
                 let old_item = old_items.and_then(|olds| correlate(n, val, olds));
-                walk(item, env, val, old_item, &path.index(i), errs, depth + 1);
+                walk(item, ctx, val, old_item, &path.index(i), errs, depth + 1);
             }
         }
         _ => {}
@@ -364,7 +366,7 @@ fn correlate<'a>(n: &Node, val: &Value, olds: &'a [Value]) -> Option<&'a Value> 
 fn eval_rule(
     n: &Node,
     rule: &Rule,
-    env: &Arc<Env>,
+    ctx: &Context,
     self_val: &cel::Value,
     old_val: Option<&cel::Value>,
     path: &Path,
@@ -374,7 +376,7 @@ fn eval_rule(
         return;
     }
     let type_name = node_type_name(n);
-    let result = run(env, &rule.program, self_val, old_val, rule);
+    let result = run(ctx, &rule.program, self_val, old_val, rule);
     match result {
         Ok(cel::Value::Bool(true)) => {}
         Ok(cel::Value::Bool(false)) => {
@@ -385,7 +387,7 @@ fn eval_rule(
             let detail = rule
                 .message_expression
                 .as_ref()
-                .and_then(|m| match run(env, m, self_val, old_val, rule) {
+                .and_then(|m| match run(ctx, m, self_val, old_val, rule) {
                     Ok(cel::Value::String(s)) if !s.trim().is_empty() => Some(s.to_string()),
                     _ => None,
                 })
@@ -438,14 +440,14 @@ fn node_type_name(n: &Node) -> &'static str {
 }
 
 fn run(
-    env: &Arc<Env>,
+    root: &Context,
     program: &Program,
     self_val: &cel::Value,
     old_val: Option<&cel::Value>,
     rule: &Rule,
 ) -> Result<cel::Value, String> {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let mut ctx = Context::with_env(Arc::clone(env));
+        let mut ctx = root.new_inner_scope();
         ctx.add_variable_from_value("self", self_val.clone());
         if rule.optional_old_self {
             let opt = match old_val {
@@ -461,9 +463,12 @@ fn run(
     outcome.unwrap_or_else(|_| Err("internal error while evaluating the rule".to_string()))
 }
 
-/// JSON to CEL, guided by the schema: integers stay ints, `number` fields
-/// are always doubles (so `1` and `1.5` compare alike), objects become maps.
-pub(crate) fn to_cel(v: &Value, n: Option<&Node>, depth: usize) -> cel::Value {
+/// JSON to CEL, guided by the schema as Kubernetes types it: integers
+/// stay ints, `number` fields are always doubles (so `1` and `1.5` compare
+/// alike), objects become maps, and strings with format `date-time`/`date`,
+/// `duration` or `byte` become timestamps, durations and bytes.
+/// At the root, `metadata` shows only `name` and `generateName`.
+pub(crate) fn to_cel(v: &Value, n: Option<&Node>, depth: usize, root: bool) -> cel::Value {
     if depth > MAX_DEPTH {
         return cel::Value::Null;
     }
@@ -480,23 +485,233 @@ pub(crate) fn to_cel(v: &Value, n: Option<&Node>, depth: usize) -> cel::Value {
                 cel::Value::Float(num.as_f64().unwrap_or(f64::NAN))
             }
         }
-        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::String(s) => {
+            let format = n
+                .filter(|n| n.ty == Some(Type::String))
+                .and_then(|n| n.format.as_deref());
+            format
+                .and_then(|f| formatted_string(f, s))
+                .unwrap_or_else(|| cel::Value::String(Arc::new(s.clone())))
+        }
         Value::Array(items) => {
             let item = n.and_then(|n| n.items.as_deref());
             cel::Value::List(Arc::new(
-                items.iter().map(|i| to_cel(i, item, depth + 1)).collect(),
+                items
+                    .iter()
+                    .map(|i| to_cel(i, item, depth + 1, false))
+                    .collect(),
             ))
         }
         Value::Object(obj) => {
             let mut map = HashMap::with_capacity(obj.len());
             for (k, val) in obj {
                 let child = n.and_then(|n| n.child(k));
-                map.insert(
-                    Key::String(Arc::new(k.clone())),
-                    to_cel(val, child, depth + 1),
-                );
+                let converted = if root && k == "metadata" {
+                    root_metadata(val)
+                } else {
+                    to_cel(val, child, depth + 1, false)
+                };
+                map.insert(Key::String(Arc::new(k.clone())), converted);
             }
             cel::Value::Map(Map { map: Arc::new(map) })
         }
+    }
+}
+
+fn root_metadata(v: &Value) -> cel::Value {
+    let mut map = HashMap::new();
+    if let Some(obj) = v.as_object() {
+        for k in ["name", "generateName"] {
+            if let Some(Value::String(s)) = obj.get(k) {
+                map.insert(
+                    Key::String(Arc::new(k.to_string())),
+                    cel::Value::String(Arc::new(s.clone())),
+                );
+            }
+        }
+    }
+    cel::Value::Map(Map { map: Arc::new(map) })
+}
+
+/// A string in the CEL type its format implies; `None` keeps it a string
+/// (also when it does not parse, which OpenAPI validation reports).
+fn formatted_string(format: &str, s: &str) -> Option<cel::Value> {
+    match format {
+        "date-time" | "datetime" => chrono::DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(cel::Value::Timestamp),
+        "date" => {
+            let day = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+            let utc = chrono::FixedOffset::east_opt(0)?;
+            let midnight = day.and_hms_opt(0, 0, 0)?.and_local_timezone(utc).single()?;
+            Some(cel::Value::Timestamp(midnight))
+        }
+        "duration" => crate::formats::parse_duration(s)
+            .map(|ns| cel::Value::Duration(chrono::Duration::nanoseconds(ns))),
+        "byte" => {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD
+                .decode(s)
+                .ok()
+                .map(|b| cel::Value::Bytes(Arc::new(b)))
+        }
+        _ => None,
+    }
+}
+
+/// The context every rule of one validation runs under: the environment
+/// plus the Kubernetes library functions cel's standard library lacks.
+fn root_context(env: &Arc<Env>) -> Context<'static, 'static> {
+    let mut ctx = Context::with_env(Arc::clone(env));
+    // Names already declared by the environment cannot be added; rules
+    // calling them then get the environment's version instead.
+    let _ = ctx.add_function("isSorted", k8s::is_sorted);
+    let _ = ctx.add_function("sum", k8s::sum);
+    let _ = ctx.add_function("min", k8s::min);
+    let _ = ctx.add_function("max", k8s::max);
+    let _ = ctx.add_function("find", k8s::find);
+    let _ = ctx.add_function("findAll", k8s::find_all);
+    let _ = ctx.add_function("isURL", k8s::is_url);
+    ctx
+}
+
+/// Kubernetes' CEL list, regex and URL library functions.
+mod k8s {
+    use std::cmp::Ordering;
+    use std::sync::Arc;
+
+    use cel::extractors::{Arguments, This};
+    use cel::{ExecutionError, Value};
+
+    type Result<T> = std::result::Result<T, ExecutionError>;
+
+    fn compare(name: &str, a: &Value, b: &Value) -> Result<Ordering> {
+        a.partial_cmp(b).ok_or_else(|| {
+            ExecutionError::function_error(name, format!("cannot compare {a:?} and {b:?}"))
+        })
+    }
+
+    pub fn is_sorted(This(list): This<Arc<Vec<Value>>>) -> Result<bool> {
+        for pair in list.windows(2) {
+            if compare("isSorted", &pair[0], &pair[1])? == Ordering::Greater {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    pub fn sum(This(list): This<Arc<Vec<Value>>>) -> Result<Value> {
+        let mut acc = match list.first() {
+            None | Some(Value::Int(_)) => Value::Int(0),
+            Some(Value::UInt(_)) => Value::UInt(0),
+            Some(Value::Float(_)) => Value::Float(0.0),
+            Some(other) => {
+                return Err(ExecutionError::function_error(
+                    "sum",
+                    format!("cannot sum {other:?}"),
+                ));
+            }
+        };
+        for v in list.iter() {
+            acc = match (&acc, v) {
+                (Value::Int(a), Value::Int(b)) => Value::Int(
+                    a.checked_add(*b)
+                        .ok_or_else(|| ExecutionError::function_error("sum", "integer overflow"))?,
+                ),
+                (Value::UInt(a), Value::UInt(b)) => Value::UInt(
+                    a.checked_add(*b)
+                        .ok_or_else(|| ExecutionError::function_error("sum", "integer overflow"))?,
+                ),
+                (Value::Float(a), Value::Float(b)) => Value::Float(a + b),
+                _ => {
+                    return Err(ExecutionError::function_error(
+                        "sum",
+                        "list elements must all be of one numeric type",
+                    ));
+                }
+            };
+        }
+        Ok(acc)
+    }
+
+    fn extreme(name: &str, list: &[Value], keep: Ordering) -> Result<Value> {
+        let Some(first) = list.first() else {
+            return Err(ExecutionError::function_error(
+                name,
+                format!("{name} called on empty list"),
+            ));
+        };
+        let mut best = first;
+        for v in &list[1..] {
+            if compare(name, v, best)? == keep {
+                best = v;
+            }
+        }
+        Ok(best.clone())
+    }
+
+    /// `list.min()`; called as a function, `min(a, b, ...)` or `min(list)`.
+    /// As a method, `This` is the list and there are no arguments; as a
+    /// function, `This` is the first argument, also found in `args`.
+    pub fn min(This(this): This<Value>, Arguments(args): Arguments) -> Result<Value> {
+        let items = if args.is_empty() {
+            flatten_args(std::slice::from_ref(&this))
+        } else {
+            flatten_args(&args)
+        };
+        extreme("min", &items, Ordering::Less)
+    }
+
+    pub fn max(This(this): This<Value>, Arguments(args): Arguments) -> Result<Value> {
+        let items = if args.is_empty() {
+            flatten_args(std::slice::from_ref(&this))
+        } else {
+            flatten_args(&args)
+        };
+        extreme("max", &items, Ordering::Greater)
+    }
+
+    fn flatten_args(args: &[Value]) -> Vec<Value> {
+        match args {
+            [Value::List(list)] => list.to_vec(),
+            other => other.to_vec(),
+        }
+    }
+
+    fn regex(name: &str, pattern: &str) -> Result<regex::Regex> {
+        regex::Regex::new(pattern).map_err(|e| ExecutionError::function_error(name, e))
+    }
+
+    /// The first match of a regex, or the empty string.
+    pub fn find(This(s): This<Arc<String>>, pattern: Arc<String>) -> Result<Value> {
+        let re = regex("find", &pattern)?;
+        Ok(Value::String(Arc::new(
+            re.find(&s)
+                .map(|m| m.as_str().to_string())
+                .unwrap_or_default(),
+        )))
+    }
+
+    /// All matches of a regex, at most `limit` of them if given (negative: all).
+    pub fn find_all(
+        This(s): This<Arc<String>>,
+        pattern: Arc<String>,
+        Arguments(args): Arguments,
+    ) -> Result<Value> {
+        let re = regex("findAll", &pattern)?;
+        let limit = match args.get(1) {
+            Some(Value::Int(n)) if *n >= 0 => usize::try_from(*n).unwrap_or(usize::MAX),
+            _ => usize::MAX,
+        };
+        Ok(Value::List(Arc::new(
+            re.find_iter(&s)
+                .take(limit)
+                .map(|m| Value::String(Arc::new(m.as_str().to_string())))
+                .collect(),
+        )))
+    }
+
+    pub fn is_url(This(s): This<Arc<String>>) -> bool {
+        crate::formats::is_uri(&s)
     }
 }

@@ -1691,3 +1691,120 @@ fn mutated_schemas_never_panic() {
     }
     assert!(compiled > 0);
 }
+
+#[test]
+fn cel_kubernetes_library_functions() {
+    let s = Schema::compile(&in_spec(json!({
+        "type": "object",
+        "x-kubernetes-validations": [
+            {"rule": "self.nums.isSorted() && !self.names.isSorted()"},
+            {"rule": "self.nums.sum() == 6 && self.ratios.sum() == 1.5 && [].sum() == 0"},
+            {"rule": "self.nums.min() == 1 && self.nums.max() == 3 && self.names.max() == 'c'"},
+            {"rule": "min(4, 2, 8) == 2 && max([4, 2, 8]) == 8"},
+            {"rule": "self.url.find('[0-9]+') == '192' && self.url.findAll('[0-9]+') == ['192', '0', '2', '10']"},
+            {"rule": "self.url.findAll('[0-9]+', 2) == ['192', '0'] && self.url.find('x{3}') == ''"},
+            {"rule": "isURL(self.url) && !isURL('not a url')"}
+        ],
+        "properties": {
+            "nums": {"type": "array", "items": {"type": "integer"}},
+            "names": {"type": "array", "items": {"type": "string"}},
+            "ratios": {"type": "array", "items": {"type": "number"}},
+            "url": {"type": "string"}
+        }
+    })))
+    .unwrap();
+    let obj = json!({"spec": {
+        "nums": [1, 2, 3],
+        "names": ["c", "a"],
+        "ratios": [1, 0.5],
+        "url": "https://192.0.2.10/redfish"
+    }});
+    assert_eq!(s.validate(&obj, None), vec![]);
+
+    let s = rule_schema(json!([{"rule": "self.items.min() == ''"}]));
+    let errs = s.validate(&json!({"spec": {"items": []}}), None);
+    assert_eq!(
+        summary(&errs),
+        vec![("spec".into(), Reason::FieldValueInvalid)]
+    );
+    assert!(
+        errs[0].message.contains("min called on empty list"),
+        "{}",
+        errs[0].message
+    );
+}
+
+#[test]
+fn cel_sees_formatted_strings_as_timestamps_durations_and_bytes() {
+    let s = Schema::compile(&in_spec(json!({
+        "type": "object",
+        "x-kubernetes-validations": [
+            {"rule": "self.notAfter > self.notBefore", "message": "notAfter must be after notBefore"},
+            {"rule": "self.timeout <= duration('1h')"},
+            {"rule": "self.day == timestamp('2024-05-01T00:00:00Z')"},
+            {"rule": "size(self.key) == 5"}
+        ],
+        "properties": {
+            "notBefore": {"type": "string", "format": "date-time"},
+            "notAfter": {"type": "string", "format": "date-time"},
+            "timeout": {"type": "string", "format": "duration"},
+            "day": {"type": "string", "format": "date"},
+            "key": {"type": "string", "format": "byte"}
+        }
+    })))
+    .unwrap();
+    let mut spec = json!({
+        "notBefore": "2024-05-01T10:00:00Z",
+        "notAfter": "2024-05-01T12:00:00+01:00",
+        "timeout": "90m",
+        "day": "2024-05-01",
+        "key": "aGVsbG8="
+    });
+    let errs = s.validate(&json!({"spec": spec}), None);
+    assert_eq!(
+        errs,
+        vec![FieldError::new(
+            "spec",
+            Reason::FieldValueInvalid,
+            "Invalid value: \"object\": failed rule: self.timeout <= duration('1h')"
+        )]
+    );
+    spec["timeout"] = json!("45m");
+    spec["notAfter"] = json!("2024-05-01T10:30:00+01:00");
+    let errs = s.validate(&json!({"spec": spec}), None);
+    assert_eq!(
+        errs,
+        vec![FieldError::new(
+            "spec",
+            Reason::FieldValueInvalid,
+            "Invalid value: \"object\": notAfter must be after notBefore"
+        )]
+    );
+}
+
+#[test]
+fn cel_root_metadata_shows_name_and_generate_name_only() {
+    let s = Schema::compile(&json!({
+        "type": "object",
+        "x-kubernetes-validations": [
+            {"rule": "self.metadata.name.startsWith('worker-')"},
+            {"rule": "!has(self.metadata.namespace) && !has(self.metadata.labels)"},
+            {"rule": "self.spec.size <= 3"}
+        ],
+        "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}
+    }))
+    .unwrap();
+    let obj = json!({
+        "metadata": {"name": "worker-1", "namespace": "metal", "labels": {"a": "b"}},
+        "spec": {"size": 3}
+    });
+    assert_eq!(s.validate(&obj, None), vec![]);
+    let obj = json!({"metadata": {"name": "db-1"}, "spec": {"size": 4}});
+    assert_eq!(
+        summary(&s.validate(&obj, None)),
+        vec![
+            ("".into(), Reason::FieldValueInvalid),
+            ("".into(), Reason::FieldValueInvalid)
+        ]
+    );
+}
