@@ -1,0 +1,462 @@
+//! `BareMetalHost` (metal3.io/v1alpha1), wire-compatible with metal3's baremetal-operator.
+
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{ObjectReference, SecretReference};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::hardware::HardwareDetails;
+
+/// A physical server: how to reach its BMC, what power and image it should have.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "metal3.io",
+    version = "v1alpha1",
+    kind = "BareMetalHost",
+    plural = "baremetalhosts",
+    shortname = "bmh",
+    shortname = "bmhost",
+    category = "metal3",
+    namespaced,
+    status = "BareMetalHostStatus",
+    printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.provisioning.state","description":"Provisioning status"}"#,
+    printcolumn = r#"{"name":"Consumer","type":"string","jsonPath":".spec.consumerRef.name","description":"Consumer using this host"}"#,
+    printcolumn = r#"{"name":"Online","type":"boolean","jsonPath":".spec.online","description":"Whether the host is online or not"}"#,
+    printcolumn = r#"{"name":"Error","type":"string","jsonPath":".status.errorType","description":"Type of the most recent error"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"BMC","type":"string","jsonPath":".spec.bmc.address","description":"Address of management controller","priority":1}"#,
+    validation = Rule::new("!self.metadata.name.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')").message("metadata.name must not be a UUID").field_path(".metadata.name"),
+    validation = Rule::new("!has(oldSelf.spec.bmc) || !has(self.spec.bmc) || self.spec.bmc.address == oldSelf.spec.bmc.address || !has(oldSelf.status) || !has(oldSelf.status.provisioning) || oldSelf.status.provisioning.state in ['', 'registering', 'unmanaged'] || (has(oldSelf.status.operationalStatus) && oldSelf.status.operationalStatus == 'detached')").message("BMC address can not be changed once registered, unless the host is detached").field_path(".spec.bmc.address"),
+    validation = Rule::new("self.spec.externallyProvisioned == oldSelf.spec.externallyProvisioned || !self.spec.externallyProvisioned || !has(oldSelf.status) || !has(oldSelf.status.provisioning) || oldSelf.status.provisioning.state in ['', 'unmanaged', 'registering', 'inspecting', 'preparing', 'available', 'ready']").message("externallyProvisioned can only be set while the host is available or earlier").field_path(".spec.externallyProvisioned"),
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(oldSelf.bootMACAddress) || oldSelf.bootMACAddress == '' || (has(self.bootMACAddress) && self.bootMACAddress == oldSelf.bootMACAddress)").message("bootMACAddress can not be changed once it is set").field_path(".bootMACAddress"))]
+#[x_kube(validation = Rule::new("!self.disablePowerOff || self.online").message("disablePowerOff can not be combined with online: false").field_path(".online"))]
+pub struct BareMetalHostSpec {
+    /// How to reach the baseboard management controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bmc: Option<BmcDetails>,
+    /// Which MAC address will PXE boot.
+    #[serde(
+        default,
+        rename = "bootMACAddress",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(regex(pattern = r"^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$"))]
+    pub boot_mac_address: Option<String>,
+    /// Whether the server should be powered on.
+    #[serde(default)]
+    pub online: bool,
+    /// Keep the host powered on at all times (reboots are power cycles, not off/on).
+    #[serde(default)]
+    pub disable_power_off: bool,
+    /// Boot mode of the deployed image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_mode: Option<BootMode>,
+    /// Who uses the host (e.g. a CAPM3 Metal3Machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_ref: Option<ObjectReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<Image>,
+    /// Secret with cloud-init user data, in the host's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data: Option<SecretReference>,
+    /// Secret with network data, in the host's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_data: Option<SecretReference>,
+    /// Secret with metadata for the config drive, in the host's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta_data: Option<SecretReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preprovisioning_network_data_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_device_hints: Option<RootDeviceHints>,
+    /// The host runs an OS that was installed some other way; do not provision or clean it.
+    #[serde(default)]
+    pub externally_provisioned: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub automated_cleaning_mode: Option<AutomatedCleaningMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_deploy: Option<CustomDeploy>,
+    /// How hardware is inspected: `disabled`, `agent` (in-band) or `fast` (out-of-band via the BMC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inspection_mode: Option<InspectionMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BmcDetails {
+    /// e.g. `ipmi://10.0.0.1`, `redfish+http://10.0.0.1/redfish/v1/Systems/1`.
+    pub address: String,
+    /// Secret in the host's namespace with `username` and `password` keys.
+    pub credentials_name: String,
+    #[serde(default)]
+    pub disable_certificate_verification: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("(has(self.format) && self.format == 'live-iso') || self.url.startsWith('oci://') || (has(self.checksum) && self.checksum != '')").message("image checksum is required unless the format is live-iso").field_path(".checksum"))]
+pub struct Image {
+    pub url: String,
+    /// The checksum itself, or a URL to a checksum file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_type: Option<ChecksumType>,
+    #[serde(default, rename = "format", skip_serializing_if = "Option::is_none")]
+    pub format: Option<ImageFormat>,
+}
+
+impl Image {
+    pub fn is_live_iso(&self) -> bool {
+        self.format == Some(ImageFormat::LiveIso)
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ChecksumType {
+    #[serde(rename = "md5")]
+    Md5,
+    #[serde(rename = "sha256")]
+    Sha256,
+    #[serde(rename = "sha512")]
+    Sha512,
+    #[serde(rename = "auto")]
+    Auto,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ImageFormat {
+    #[serde(rename = "raw")]
+    Raw,
+    #[serde(rename = "qcow2")]
+    Qcow2,
+    #[serde(rename = "vdi")]
+    Vdi,
+    #[serde(rename = "vmdk")]
+    Vmdk,
+    #[serde(rename = "live-iso")]
+    LiveIso,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum BootMode {
+    #[serde(rename = "UEFI")]
+    Uefi,
+    #[serde(rename = "UEFISecureBoot")]
+    UefiSecureBoot,
+    #[serde(rename = "legacy")]
+    Legacy,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum AutomatedCleaningMode {
+    #[serde(rename = "metadata")]
+    Metadata,
+    #[serde(rename = "disabled")]
+    Disabled,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum InspectionMode {
+    #[serde(rename = "disabled")]
+    Disabled,
+    #[serde(rename = "agent")]
+    Agent,
+    #[serde(rename = "fast")]
+    Fast,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct CustomDeploy {
+    pub method: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RootDeviceHints {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hctl: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial_number: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_size_gigabytes: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wwn: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wwn_with_extension: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wwn_vendor_extension: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotational: Option<bool>,
+}
+
+/// What the operator observed and decided.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BareMetalHostStatus {
+    #[serde(default)]
+    pub operational_status: OperationalStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<ErrorType>,
+    #[serde(default)]
+    pub error_message: String,
+    #[serde(default)]
+    pub error_count: i32,
+    /// RFC 3339 time of the last status change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware_profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<HardwareDetails>,
+    #[serde(default)]
+    pub provisioning: ProvisionStatus,
+    /// The credentials last seen working, with the Secret's resourceVersion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub good_credentials: Option<CredentialsStatus>,
+    /// The credentials last tried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tried_credentials: Option<CredentialsStatus>,
+    #[serde(default)]
+    pub powered_on: bool,
+    #[serde(default)]
+    pub operation_history: OperationHistory,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvisionStatus {
+    #[serde(default)]
+    pub state: ProvisioningState,
+    /// The provisioner's ID for this host.
+    #[serde(default, rename = "ID")]
+    pub id: String,
+    /// The image most recently provisioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<Image>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_device_hints: Option<RootDeviceHints>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_mode: Option<BootMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_deploy: Option<CustomDeploy>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialsStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<SecretReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_version: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationHistory {
+    #[serde(default)]
+    pub register: OperationMetric,
+    #[serde(default)]
+    pub inspect: OperationMetric,
+    #[serde(default)]
+    pub provision: OperationMetric,
+    #[serde(default)]
+    pub deprovision: OperationMetric,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct OperationMetric {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+}
+
+/// A `metav1.Condition`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// metal3's provisioning states, spelled as on the wire.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum ProvisioningState {
+    #[default]
+    #[serde(rename = "")]
+    None,
+    #[serde(rename = "unmanaged")]
+    Unmanaged,
+    #[serde(rename = "registering")]
+    Registering,
+    #[serde(rename = "match profile")]
+    MatchProfile,
+    #[serde(rename = "inspecting")]
+    Inspecting,
+    #[serde(rename = "preparing")]
+    Preparing,
+    /// Older name of `available`; read but never written.
+    #[serde(rename = "ready")]
+    Ready,
+    #[serde(rename = "available")]
+    Available,
+    #[serde(rename = "provisioning")]
+    Provisioning,
+    #[serde(rename = "provisioned")]
+    Provisioned,
+    #[serde(rename = "externally provisioned")]
+    ExternallyProvisioned,
+    #[serde(rename = "deprovisioning")]
+    Deprovisioning,
+    #[serde(rename = "powering off before delete")]
+    PoweringOffBeforeDelete,
+    #[serde(rename = "deleting")]
+    Deleting,
+}
+
+impl ProvisioningState {
+    pub const ALL: [ProvisioningState; 14] = [
+        ProvisioningState::None,
+        ProvisioningState::Unmanaged,
+        ProvisioningState::Registering,
+        ProvisioningState::MatchProfile,
+        ProvisioningState::Inspecting,
+        ProvisioningState::Preparing,
+        ProvisioningState::Ready,
+        ProvisioningState::Available,
+        ProvisioningState::Provisioning,
+        ProvisioningState::Provisioned,
+        ProvisioningState::ExternallyProvisioned,
+        ProvisioningState::Deprovisioning,
+        ProvisioningState::PoweringOffBeforeDelete,
+        ProvisioningState::Deleting,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProvisioningState::None => "",
+            ProvisioningState::Unmanaged => "unmanaged",
+            ProvisioningState::Registering => "registering",
+            ProvisioningState::MatchProfile => "match profile",
+            ProvisioningState::Inspecting => "inspecting",
+            ProvisioningState::Preparing => "preparing",
+            ProvisioningState::Ready => "ready",
+            ProvisioningState::Available => "available",
+            ProvisioningState::Provisioning => "provisioning",
+            ProvisioningState::Provisioned => "provisioned",
+            ProvisioningState::ExternallyProvisioned => "externally provisioned",
+            ProvisioningState::Deprovisioning => "deprovisioning",
+            ProvisioningState::PoweringOffBeforeDelete => "powering off before delete",
+            ProvisioningState::Deleting => "deleting",
+        }
+    }
+}
+
+impl fmt::Display for ProvisioningState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum OperationalStatus {
+    #[default]
+    #[serde(rename = "OK")]
+    Ok,
+    #[serde(rename = "discovered")]
+    Discovered,
+    #[serde(rename = "error")]
+    Error,
+    #[serde(rename = "delayed")]
+    Delayed,
+    #[serde(rename = "detached")]
+    Detached,
+}
+
+impl OperationalStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperationalStatus::Ok => "OK",
+            OperationalStatus::Discovered => "discovered",
+            OperationalStatus::Error => "error",
+            OperationalStatus::Delayed => "delayed",
+            OperationalStatus::Detached => "detached",
+        }
+    }
+}
+
+/// metal3's error types, spelled as on the wire.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum ErrorType {
+    #[serde(rename = "registration error")]
+    Registration,
+    #[serde(rename = "inspection error")]
+    Inspection,
+    #[serde(rename = "preparation error")]
+    Preparation,
+    #[serde(rename = "provisioning error")]
+    Provisioning,
+    #[serde(rename = "provisioned registration error")]
+    ProvisionedRegistration,
+    #[serde(rename = "power management error")]
+    PowerManagement,
+    #[serde(rename = "detach error")]
+    Detach,
+}
+
+impl ErrorType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorType::Registration => "registration error",
+            ErrorType::Inspection => "inspection error",
+            ErrorType::Preparation => "preparation error",
+            ErrorType::Provisioning => "provisioning error",
+            ErrorType::ProvisionedRegistration => "provisioned registration error",
+            ErrorType::PowerManagement => "power management error",
+            ErrorType::Detach => "detach error",
+        }
+    }
+}
+
+impl BareMetalHost {
+    /// The host's namespace (hosts are namespaced; empty only for malformed objects).
+    pub fn namespace_or_default(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or("default")
+    }
+
+    pub fn state(&self) -> ProvisioningState {
+        self.status
+            .as_ref()
+            .map(|s| s.provisioning.state)
+            .unwrap_or_default()
+    }
+}
