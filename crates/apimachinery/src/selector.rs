@@ -654,9 +654,11 @@ mod tests {
             .collect()
     }
 
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], bool);
+
     #[test]
     fn label_selector_table() {
-        let cases: &[(&str, &[(&str, &str)], bool)] = &[
+        let cases: &[Case] = &[
             ("", &[], true),
             ("  ", &[("a", "b")], true),
             ("a=b", &[("a", "b")], true),

@@ -723,7 +723,7 @@ fn eval<'a>(cur: Vec<&'a Value>, steps: &[Step]) -> Vec<&'a Value> {
                         let got = eval(vec![item], lhs);
                         let keep = match op {
                             None => !got.is_empty(),
-                            Some((neg, want)) => got.iter().any(|g| *g == want) != *neg,
+                            Some((neg, want)) => got.contains(&want) != *neg,
                         };
                         if keep {
                             next.push(item);
@@ -896,7 +896,7 @@ mod tests {
             json!({"status": {"phase": "Active"}}),
         );
         let t = to_table(
-            &[ns.clone()],
+            std::slice::from_ref(&ns),
             &columns_for_builtin("Namespace"),
             IncludeObject::Metadata,
             now,
@@ -942,7 +942,7 @@ mod tests {
             json!({"data": {"a": "1"}, "binaryData": {"b": ""}}),
         );
         let t = to_table(
-            &[cm.clone()],
+            std::slice::from_ref(&cm),
             &columns_for_builtin("ConfigMap"),
             IncludeObject::Object,
             now,
