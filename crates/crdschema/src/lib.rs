@@ -4,6 +4,41 @@
 //! `openAPIV3Schema`. The API server then runs, on every create and update,
 //! [`Schema::default`], [`Schema::prune`] and [`Schema::validate`] in that
 //! order, as kube-apiserver's apiextensions does.
+//!
+//! ```
+//! use ferrometal_crdschema::{Reason, Schema};
+//! use serde_json::json;
+//!
+//! let schema = Schema::compile(&json!({
+//!     "type": "object",
+//!     "properties": {"spec": {
+//!         "type": "object",
+//!         "required": ["online"],
+//!         "properties": {
+//!             "online": {"type": "boolean"},
+//!             "bootMode": {"type": "string", "enum": ["UEFI", "legacy"], "default": "UEFI"}
+//!         },
+//!         "x-kubernetes-validations": [
+//!             {"rule": "oldSelf.online == false || self.online == true", "message": "online can not be unset"}
+//!         ]
+//!     }}
+//! }))
+//! .unwrap();
+//!
+//! let mut obj = json!({"apiVersion": "metal.ferrometal.io/v1alpha1", "kind": "BareMetalHost",
+//!                      "metadata": {"name": "worker-0"}, "spec": {"online": true, "extra": 1}});
+//! schema.default(&mut obj);
+//! schema.prune(&mut obj);
+//! assert_eq!(obj["spec"], json!({"online": true, "bootMode": "UEFI"}));
+//! assert!(schema.validate(&obj, None).is_empty());
+//!
+//! let mut update = obj.clone();
+//! update["spec"]["online"] = json!(false);
+//! let errs = schema.validate(&update, Some(&obj));
+//! assert_eq!(errs[0].field, "spec");
+//! assert_eq!(errs[0].reason, Reason::FieldValueInvalid);
+//! assert_eq!(errs[0].message, r#"Invalid value: "object": online can not be unset"#);
+//! ```
 
 mod compile;
 mod formats;
@@ -20,6 +55,12 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub(crate) use compile::Node;
+
+/// The prefix of every field path [`Schema::compile`] reports, as
+/// kube-apiserver reports schema errors of a CRD. A caller that reports
+/// them under another path (e.g. `spec.versions[0].schema.openAPIV3Schema`)
+/// strips it and puts its own in front.
+pub const SCHEMA_FIELD_PREFIX: &str = compile::ROOT_PATH;
 
 /// One validation failure, shaped like a Kubernetes `StatusCause`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]

@@ -1313,6 +1313,13 @@ fn rule_that_fails_to_parse_is_rejected() {
 }
 
 #[test]
+fn compile_errors_carry_the_schema_prefix() {
+    let errs = Schema::compile(&in_spec(json!({"type": "array"}))).unwrap_err();
+    let rel = errs[0].field.strip_prefix(crate::SCHEMA_FIELD_PREFIX);
+    assert_eq!(rel, Some(".properties[spec].items"));
+}
+
+#[test]
 fn compile_rejections_table() {
     use Reason::*;
     let root = "spec.validation.openAPIV3Schema";
