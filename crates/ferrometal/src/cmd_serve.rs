@@ -1,8 +1,85 @@
-//! `ferrometal serve`.
+//! `ferrometal serve`: the embedded API server (controllers join it in a later step).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use ferrometal_apiserver::{ApiServer, ServerConfig};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Directory for the store, token, kubeconfig and TLS material (created if missing).
+    #[arg(long, env = "FERROMETAL_DATA_DIR", default_value = "ferrometal-data")]
+    data_dir: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Serve HTTPS with a certificate generated at first start (its CA goes into the
+    /// kubeconfig). On by default whenever authentication is, because kubectl never sends a
+    /// bearer token over plain HTTP.
+    #[arg(long, conflicts_with = "no_tls")]
+    tls: bool,
+    /// Serve plain HTTP even with authentication on (kube-rs and the Python client still send
+    /// the token; kubectl does not).
+    #[arg(long)]
+    no_tls: bool,
+    /// Accept requests without the bearer token (only allowed on a loopback address).
+    #[arg(long)]
+    insecure_no_auth: bool,
+}
 
-pub async fn run(_args: Args) -> anyhow::Result<std::process::ExitCode> {
-    anyhow::bail!("not implemented yet")
+pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
+    if args.insecure_no_auth && !args.listen.ip().is_loopback() {
+        anyhow::bail!(
+            "--insecure-no-auth is only allowed on a loopback address, not {}",
+            args.listen
+        );
+    }
+    let mut config = ServerConfig::new(&args.data_dir);
+    config.tls = args.tls || (!args.no_tls && !args.insecure_no_auth);
+    config.auth = !args.insecure_no_auth;
+    let server = Arc::new(
+        ApiServer::open(config)
+            .await
+            .with_context(|| format!("opening {}", args.data_dir.display()))?,
+    );
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let url = server.url_for(listener.local_addr()?);
+    let kubeconfig = server.write_kubeconfig(&url)?;
+    println!("kubeconfig: {}", kubeconfig.display());
+    println!("url: {url}");
+    println!(
+        "try: kubectl --kubeconfig {} get namespaces",
+        kubeconfig.display()
+    );
+
+    // Controllers will be started here with `server.client()` (in-process transport).
+
+    let serving = tokio::spawn({
+        let server = server.clone();
+        async move { server.serve(listener).await }
+    });
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    server.shutdown();
+    serving.await??;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
 }

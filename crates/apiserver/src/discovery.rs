@@ -1,0 +1,210 @@
+//! Discovery and OpenAPI documents: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`,
+//! `/openapi/v2`, `/openapi/v3`.
+//!
+//! kubectl first asks `/api` and `/apis` for aggregated discovery (apidiscovery.k8s.io/v2); a
+//! plain `application/json` answer makes it fall back to the per-group-version documents, so
+//! only the plain forms are served.
+
+use std::sync::Arc;
+
+use axum::response::{IntoResponse, Response};
+use ferrometal_apimachinery::openapi::{self, ResourceSchema};
+use http::{HeaderMap, StatusCode};
+use serde_json::{Value, json};
+
+use crate::handlers::value_response;
+use crate::registry::Snapshot;
+use crate::server::Core;
+use crate::status::ApiError;
+
+pub enum Doc {
+    Root,
+    Version,
+    Health,
+    Api,
+    Apis,
+    Group(String),
+    GroupVersion(String, String),
+    OpenApiV2,
+    OpenApiV3,
+    OpenApiV3Gv(String, String),
+}
+
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+pub fn serve(core: &Core, doc: Doc, _headers: &HeaderMap) -> Result<Response, ApiError> {
+    let snap = core.registry.snapshot();
+    let ok = |v: Value| Ok(value_response(StatusCode::OK, &v));
+    match doc {
+        Doc::Health => Ok((StatusCode::OK, "ok").into_response()),
+        Doc::Root => {
+            let mut paths = vec![
+                "/api".to_string(),
+                "/api/v1".into(),
+                "/apis".into(),
+                "/openapi/v2".into(),
+                "/openapi/v3".into(),
+                "/version".into(),
+                "/healthz".into(),
+            ];
+            for (g, vs) in snap.group_versions() {
+                if g.is_empty() {
+                    continue;
+                }
+                paths.push(format!("/apis/{g}"));
+                paths.extend(vs.iter().map(|v| format!("/apis/{g}/{v}")));
+            }
+            ok(json!({ "paths": paths }))
+        }
+        Doc::Version => ok(json!({
+            "major": "1",
+            "minor": "32",
+            "gitVersion": format!("v1.32.0+ferrometal-{}", env!("CARGO_PKG_VERSION")),
+            "gitCommit": "",
+            "gitTreeState": "clean",
+            "buildDate": "1970-01-01T00:00:00Z",
+            "goVersion": "",
+            "compiler": "rustc",
+            "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        })),
+        Doc::Api => ok(json!({
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [],
+        })),
+        Doc::Apis => {
+            let groups: Vec<Value> = snap
+                .group_versions()
+                .into_iter()
+                .filter(|(g, _)| !g.is_empty())
+                .map(|(g, vs)| group_json(&g, &vs))
+                .collect();
+            ok(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+        }
+        Doc::Group(g) => match snap.group_versions().into_iter().find(|(n, _)| *n == g) {
+            Some((g, vs)) if !g.is_empty() => {
+                let mut v = group_json(&g, &vs);
+                v["kind"] = json!("APIGroup");
+                v["apiVersion"] = json!("v1");
+                ok(v)
+            }
+            _ => Err(ApiError::path_not_found()),
+        },
+        Doc::GroupVersion(g, v) => resource_list(&snap, &g, &v).map_or_else(
+            || Err(ApiError::path_not_found()),
+            |list| ok(list),
+        ),
+        Doc::OpenApiV2 => ok(openapi::v2_document(&schemas(&snap, None))),
+        Doc::OpenApiV3 => {
+            let gvs: Vec<(String, String)> = snap
+                .group_versions()
+                .into_iter()
+                .flat_map(|(g, vs)| vs.into_iter().map(move |v| (g.clone(), v)))
+                .collect();
+            ok(openapi::v3_index(&gvs))
+        }
+        Doc::OpenApiV3Gv(g, v) => {
+            if !snap.resources.iter().any(|r| r.group == g && r.version == v) {
+                return Err(ApiError::path_not_found());
+            }
+            ok(openapi::v3_document(&g, &v, &schemas(&snap, Some((&g, &v)))))
+        }
+    }
+}
+
+fn group_json(g: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
+        .collect();
+    json!({
+        "name": g,
+        "versions": vs,
+        "preferredVersion": vs.first().cloned().unwrap_or(json!({})),
+    })
+}
+
+fn resource_list(snap: &Snapshot, g: &str, v: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for r in snap
+        .resources
+        .iter()
+        .filter(|r| r.group == g && r.version == v)
+    {
+        let mut entry = json!({
+            "name": r.plural,
+            "singularName": r.singular,
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": VERBS,
+        });
+        if !r.short_names.is_empty() {
+            entry["shortNames"] = json!(r.short_names);
+        }
+        if !r.categories.is_empty() {
+            entry["categories"] = json!(r.categories);
+        }
+        resources.push(entry);
+        if r.status_subresource {
+            resources.push(json!({
+                "name": format!("{}/status", r.plural),
+                "singularName": "",
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    let gv = if g.is_empty() {
+        v.to_string()
+    } else {
+        format!("{g}/{v}")
+    };
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": gv,
+        "resources": resources,
+    }))
+}
+
+/// Schemas for the OpenAPI documents: built-ins from apimachinery, CRDs from their spec.
+fn schemas(snap: &Arc<Snapshot>, only: Option<(&str, &str)>) -> Vec<ResourceSchema> {
+    let builtin = openapi::builtin_schemas();
+    let mut out = Vec::new();
+    for r in &snap.resources {
+        if only.is_some_and(|(g, v)| r.group != g || r.version != v) {
+            continue;
+        }
+        let schema = match &r.openapi {
+            Some(s) => s.clone(),
+            None => match builtin
+                .iter()
+                .find(|b| b.group == r.group && b.version == r.version && b.kind == r.kind)
+            {
+                Some(b) => b.schema.clone(),
+                None => continue,
+            },
+        };
+        out.push(ResourceSchema {
+            group: r.group.clone(),
+            version: r.version.clone(),
+            kind: r.kind.clone(),
+            namespaced: r.namespaced,
+            schema,
+        });
+    }
+    out
+}

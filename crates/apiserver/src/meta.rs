@@ -1,0 +1,89 @@
+//! Small helpers for object metadata: timestamps, generated names, name validation.
+
+use rand::Rng;
+use serde_json::Value;
+
+/// RFC 3339 with second precision, as Kubernetes writes `metav1.Time`.
+pub fn now() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The five-character suffix for `generateName`, from the same alphabet as Kubernetes (no
+/// vowels, no confusable digits).
+pub fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+pub fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
+    v.pointer(ptr).and_then(Value::as_str)
+}
+
+pub fn name_of(v: &Value) -> &str {
+    str_at(v, "/metadata/name").unwrap_or_default()
+}
+
+pub fn meta_mut(v: &mut Value) -> &mut serde_json::Map<String, Value> {
+    if !v.get("metadata").is_some_and(Value::is_object) {
+        v["metadata"] = Value::Object(Default::default());
+    }
+    v["metadata"].as_object_mut().expect("metadata is an object")
+}
+
+/// Problems with a DNS-1123 subdomain, in kube-apiserver's wording; empty when valid.
+pub fn dns_subdomain_errors(name: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if name.len() > 253 {
+        errs.push("must be no more than 253 characters".to_string());
+    }
+    let ok = !name.is_empty()
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    if !ok {
+        errs.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_string());
+    }
+    errs
+}
+
+/// Problems with a DNS-1123 label (namespace names); empty when valid.
+pub fn dns_label_errors(name: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if name.len() > 63 {
+        errs.push("must be no more than 63 characters".to_string());
+    }
+    let ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if !ok {
+        errs.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name', or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_string());
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(dns_subdomain_errors("host-0.rack1").is_empty());
+        assert!(!dns_subdomain_errors("Host_0").is_empty());
+        assert!(!dns_subdomain_errors("-a").is_empty());
+        assert!(dns_label_errors("kube-system").is_empty());
+        assert!(!dns_label_errors("a.b").is_empty());
+        assert_eq!(random_suffix().len(), 5);
+        assert!(now().ends_with('Z'));
+    }
+}

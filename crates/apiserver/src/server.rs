@@ -1,0 +1,322 @@
+//! The server as a whole: shared state, start-up, the HTTP listener and the kubeconfig.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use base64::Engine;
+use futures::FutureExt;
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+
+use crate::auth;
+use crate::objects::WriteOpts;
+use crate::registry::{self, Registry};
+use crate::status::ApiError;
+use crate::store::{Store, StoreError};
+use crate::tls;
+
+/// Everything request handlers share.
+pub struct Core {
+    pub store: Store,
+    pub registry: Registry,
+    /// `None` when authentication is off.
+    pub token: Option<String>,
+    pub shutdown: watch::Receiver<bool>,
+    /// Pokes the garbage collector after deletions.
+    pub gc: Notify,
+}
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Holds the database, the token, the kubeconfig and TLS material.
+    pub data_dir: PathBuf,
+    /// Require the bearer token (the default). Turning it off is only allowed on loopback,
+    /// which [`ApiServer::serve`] enforces.
+    pub auth: bool,
+    /// Serve HTTPS with a certificate generated at first start.
+    pub tls: bool,
+    /// Extra DNS names for the generated certificate.
+    pub tls_names: Vec<String>,
+    /// Number of change events kept for watches; older resourceVersions get 410 Gone.
+    pub history: usize,
+}
+
+impl ServerConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        ServerConfig {
+            data_dir: data_dir.into(),
+            auth: true,
+            tls: false,
+            tls_names: Vec::new(),
+            history: 20_000,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("data directory {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("bootstrapping: {0}")]
+    Bootstrap(#[from] ApiError),
+    #[error("refusing to run without authentication on non-loopback address {0}")]
+    InsecureNonLoopback(SocketAddr),
+}
+
+/// The embedded API server. Cheap to share behind an `Arc`; dropping it does not stop a running
+/// `serve` (call [`ApiServer::shutdown`]).
+pub struct ApiServer {
+    core: Arc<Core>,
+    router: Router,
+    shutdown_tx: watch::Sender<bool>,
+    config: ServerConfig,
+    token: String,
+    tls: Option<(Arc<rustls::ServerConfig>, String)>,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ServerError + '_ {
+    move |source| ServerError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl ApiServer {
+    /// Opens (or initialises) the data directory: store, token, TLS material, built-in
+    /// namespaces, and starts the garbage collector.
+    pub async fn open(config: ServerConfig) -> Result<ApiServer, ServerError> {
+        let dir = &config.data_dir;
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let token_path = dir.join("token");
+        let token = auth::load_or_create_token(&token_path).map_err(io_err(&token_path))?;
+        let tls = if config.tls {
+            let files = tls::ensure(dir, &config.tls_names)?;
+            let ca = std::fs::read_to_string(&files.ca).map_err(io_err(&files.ca))?;
+            Some((tls::server_config(&files)?, ca))
+        } else {
+            None
+        };
+        let store = Store::open(&dir.join("store.redb"), config.history)?;
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let core = Arc::new(Core {
+            store,
+            registry: Registry::default(),
+            token: config.auth.then(|| token.clone()),
+            shutdown,
+            gc: Notify::new(),
+        });
+        core.rebuild_registry();
+        bootstrap(&core).await?;
+        tokio::spawn(crate::gc::run(core.clone()));
+        let router = Router::new()
+            .fallback(dispatch_catching)
+            .layer(axum::middleware::from_fn_with_state(
+                core.clone(),
+                auth::authenticate,
+            ))
+            .with_state(core.clone());
+        Ok(ApiServer {
+            core,
+            router,
+            shutdown_tx,
+            config,
+            token,
+            tls,
+        })
+    }
+
+    /// A client whose requests reach this server without a socket, authenticated as the
+    /// server itself. Default namespace `default`.
+    pub fn client(&self) -> kube::Client {
+        crate::inprocess::client(self.router.clone())
+    }
+
+    /// The axum router (authentication included), for embedding in another server.
+    pub fn router(&self) -> Router {
+        self.router.clone()
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.config.data_dir
+    }
+
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.config.data_dir.join("kubeconfig")
+    }
+
+    /// The current global revision (latest resourceVersion).
+    pub fn revision(&self) -> u64 {
+        self.core.store.revision()
+    }
+
+    /// `https://addr` with TLS, else `http://addr`.
+    pub fn url_for(&self, addr: SocketAddr) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{addr}")
+    }
+
+    /// Writes `DATA_DIR/kubeconfig` (mode 0600) pointing at `url` with the token (and the CA
+    /// with TLS); returns its path.
+    pub fn write_kubeconfig(&self, url: &str) -> Result<PathBuf, ServerError> {
+        let mut cluster = json!({ "server": url });
+        if let Some((_, ca)) = &self.tls {
+            cluster["certificate-authority-data"] =
+                json!(base64::engine::general_purpose::STANDARD.encode(ca));
+        }
+        let user = if self.config.auth {
+            json!({ "token": self.token })
+        } else {
+            json!({})
+        };
+        let doc = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{ "name": "ferrometal", "cluster": cluster }],
+            "users": [{ "name": "ferrometal", "user": user }],
+            "contexts": [{
+                "name": "ferrometal",
+                "context": { "cluster": "ferrometal", "user": "ferrometal", "namespace": "default" },
+            }],
+            "current-context": "ferrometal",
+            "preferences": {},
+        });
+        let path = self.kubeconfig_path();
+        let yaml = serde_yaml::to_string(&doc).expect("kubeconfig serializes");
+        auth::write_private(&path, yaml.as_bytes()).map_err(io_err(&path))?;
+        Ok(path)
+    }
+
+    /// Serves HTTP(S) on `listener` until [`ApiServer::shutdown`].
+    pub async fn serve(&self, listener: TcpListener) -> Result<(), ServerError> {
+        let local = listener.local_addr().map_err(io_err(&self.config.data_dir))?;
+        if !self.config.auth && !local.ip().is_loopback() {
+            return Err(ServerError::InsecureNonLoopback(local));
+        }
+        let acceptor = self
+            .tls
+            .as_ref()
+            .map(|(cfg, _)| tokio_rustls::TlsAcceptor::from(cfg.clone()));
+        let mut shutdown = self.core.shutdown.clone();
+        tracing::info!(url = %self.url_for(local), "serving");
+        loop {
+            let (stream, peer) = tokio::select! {
+                r = listener.accept() => match r {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                _ = shutdown.changed() => return Ok(()),
+            };
+            let _ = stream.set_nodelay(true);
+            let router = self.router.clone();
+            let acceptor = acceptor.clone();
+            let shutdown = self.core.shutdown.clone();
+            tokio::spawn(async move {
+                match acceptor {
+                    Some(acc) => match acc.accept(stream).await {
+                        Ok(tls) => serve_conn(TokioIo::new(tls), router, shutdown).await,
+                        Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                    },
+                    None => serve_conn(TokioIo::new(stream), router, shutdown).await,
+                }
+            });
+        }
+    }
+
+    /// Binds `addr`, writes the kubeconfig for it and serves until shutdown.
+    pub async fn run(&self, addr: SocketAddr) -> Result<(), ServerError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(io_err(&self.config.data_dir))?;
+        let local = listener.local_addr().map_err(io_err(&self.config.data_dir))?;
+        self.write_kubeconfig(&self.url_for(local))?;
+        self.serve(listener).await
+    }
+
+    /// Stops serving: the listener, open connections and watches end.
+    pub fn shutdown(&self) {
+        self.shutdown_tx.send_replace(true);
+    }
+}
+
+async fn serve_conn<I>(io: I, router: Router, mut shutdown: watch::Receiver<bool>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let svc = hyper_util::service::TowerToHyperService::new(router);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .serve_connection(io, svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "connection ended");
+            }
+        }
+        _ = shutdown.changed() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// Runs the handler, turning a panic (a bug) into a 500 rather than a dropped connection.
+async fn dispatch_catching(
+    state: axum::extract::State<Arc<Core>>,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match std::panic::AssertUnwindSafe(crate::handlers::dispatch(state, req))
+        .catch_unwind()
+        .await
+    {
+        Ok(r) => r,
+        Err(_) => ApiError::internal("internal error while serving the request").into_response(),
+    }
+}
+
+/// Creates the namespaces every cluster has.
+async fn bootstrap(core: &Core) -> Result<(), ApiError> {
+    let snap = core.registry.snapshot();
+    let ns = snap
+        .find("", "v1", "namespaces")
+        .expect("namespaces are built in")
+        .clone();
+    let opts = WriteOpts {
+        manager: "ferrometal".into(),
+        ..Default::default()
+    };
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        if core.store.get(registry::NAMESPACE_KEY, "", name).is_some() {
+            continue;
+        }
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        match core.create(&ns, "", obj, &opts).await {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,255 @@
+//! Watch streams: newline-delimited JSON `WatchEvent`s from a resourceVersion, fed from the
+//! store's event history, with bookmarks, timeouts and 410 Gone when history is compacted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use ferrometal_apimachinery::selector::{FieldSelector, LabelSelector};
+use http::{HeaderValue, StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::handlers::{self, Query, Render, ResPath};
+use crate::registry::Resource;
+use crate::server::Core;
+use crate::status::ApiError;
+use crate::store::{EventType, Stored};
+
+/// Idle time between bookmarks; kube-apiserver sends them about once a minute.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+/// Watches without `timeoutSeconds` end after this long (the real server picks 30–60 min).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+struct Filter {
+    namespace: Option<String>,
+    name: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    fn matches(&self, v: &Value) -> bool {
+        if let Some(ns) = &self.namespace
+            && v.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns)
+        {
+            return false;
+        }
+        if let Some(n) = &self.name
+            && crate::meta::name_of(v) != n
+        {
+            return false;
+        }
+        self.labels.matches_object(v) && self.fields.matches(v)
+    }
+}
+
+struct Encoder {
+    res: Arc<Resource>,
+    render: Render,
+    sent_columns: bool,
+}
+
+impl Encoder {
+    fn event(&mut self, kind: &str, obj: &Stored) -> Bytes {
+        let object = match self.render {
+            Render::Full => {
+                // Splice the stored JSON in when no relabelling is needed.
+                if let std::borrow::Cow::Borrowed(_) = handlers::versioned(&self.res, obj) {
+                    let mut out = Vec::with_capacity(obj.json.len() + 32);
+                    out.extend_from_slice(b"{\"type\":\"");
+                    out.extend_from_slice(kind.as_bytes());
+                    out.extend_from_slice(b"\",\"object\":");
+                    out.extend_from_slice(&obj.json);
+                    out.extend_from_slice(b"}\n");
+                    return out.into();
+                }
+                handlers::versioned(&self.res, obj).into_owned()
+            }
+            Render::Metadata => handlers::partial_metadata(&obj.value),
+            Render::Table(inc) => {
+                let v = handlers::versioned(&self.res, obj).into_owned();
+                let mut t = handlers::make_table(&self.res, &[v], inc, json!({
+                    "resourceVersion": obj.rev.to_string(),
+                }));
+                // Column definitions go only with the first event, as kube-apiserver does.
+                if self.sent_columns {
+                    t["columnDefinitions"] = Value::Null;
+                }
+                self.sent_columns = true;
+                t
+            }
+        };
+        line(&json!({"type": kind, "object": object}))
+    }
+
+    fn bookmark(&self, rev: u64) -> Bytes {
+        let object = match self.render {
+            Render::Table(_) => json!({
+                "kind": "Table", "apiVersion": "meta.k8s.io/v1",
+                "metadata": {"resourceVersion": rev.to_string()},
+                "columnDefinitions": null, "rows": null,
+            }),
+            _ => json!({
+                "kind": self.res.kind,
+                "apiVersion": self.res.api_version(),
+                "metadata": {"resourceVersion": rev.to_string()},
+            }),
+        };
+        line(&json!({"type": "BOOKMARK", "object": object}))
+    }
+}
+
+fn line(v: &Value) -> Bytes {
+    let mut b = serde_json::to_vec(v).expect("serializes");
+    b.push(b'\n');
+    b.into()
+}
+
+fn gone_event(want: u64, oldest: u64) -> Bytes {
+    let status = ApiError::gone(format!(
+        "too old resource version: {want} ({oldest})"
+    ))
+    .to_status();
+    line(&json!({"type": "ERROR", "object": status}))
+}
+
+pub fn serve(
+    core: &Arc<Core>,
+    res: &Arc<Resource>,
+    p: &ResPath,
+    q: &Query,
+    render: Render,
+) -> Result<Response, ApiError> {
+    let (labels, fields) = handlers::selectors(q)?;
+    let filter = Filter {
+        namespace: p.namespace.clone(),
+        name: p
+            .name
+            .clone()
+            .or_else(|| fields.required_value("metadata.name").map(String::from)),
+        labels,
+        fields,
+    };
+    let from: Option<u64> = match q.get("resourceVersion").map(String::as_str) {
+        None | Some("") | Some("0") => None,
+        Some(rv) => Some(rv.parse().map_err(|_| {
+            ApiError::bad_request(format!("invalid resource version: {rv}"))
+        })?),
+    };
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(DEFAULT_TIMEOUT);
+    let bookmarks = q.get("allowWatchBookmarks").is_some_and(|v| v == "true");
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    let core = core.clone();
+    let res = res.clone();
+    tokio::spawn(async move {
+        let mut enc = Encoder {
+            res: res.clone(),
+            render,
+            sent_columns: false,
+        };
+        let mut revs = core.store.subscribe();
+        let mut shutdown = core.shutdown.clone();
+        // Starting point: the given revision, or the current state sent as ADDED events.
+        let mut cursor = match from {
+            Some(rv) => rv,
+            None => {
+                let (rev, objs) = core.store.read(|s| {
+                    let objs: Vec<Arc<Stored>> = s
+                        .list(&res.key, filter.namespace.as_deref(), None)
+                        .filter(|o| filter.matches(&o.value))
+                        .cloned()
+                        .collect();
+                    (s.revision(), objs)
+                });
+                for o in objs {
+                    if tx.send(Ok(enc.event("ADDED", &o))).await.is_err() {
+                        return;
+                    }
+                }
+                rev
+            }
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut last_bookmark = tokio::time::Instant::now();
+        loop {
+            // Mark the revision seen before reading, so a write landing after the read still
+            // wakes us up below.
+            revs.borrow_and_update();
+            let (batch, upto) = match core.store.events_since(&res.key, cursor) {
+                Ok(b) => b,
+                Err(gone) => {
+                    let _ = tx.send(Ok(gone_event(cursor, gone.oldest))).await;
+                    return;
+                }
+            };
+            let mut sent = false;
+            for ev in batch {
+                cursor = cursor.max(ev.obj.rev);
+                let now_matches = filter.matches(&ev.obj.value);
+                let kind = match ev.kind {
+                    EventType::Deleted if now_matches => Some("DELETED"),
+                    EventType::Deleted => None,
+                    EventType::Added if now_matches => Some("ADDED"),
+                    EventType::Added => None,
+                    EventType::Modified => {
+                        let before = core_prev_matches(&ev.prev, &filter);
+                        match (before, now_matches) {
+                            (true, true) => Some("MODIFIED"),
+                            (false, true) => Some("ADDED"),
+                            (true, false) => Some("DELETED"),
+                            (false, false) => None,
+                        }
+                    }
+                };
+                if let Some(kind) = kind {
+                    if tx.send(Ok(enc.event(kind, &ev.obj))).await.is_err() {
+                        return;
+                    }
+                    sent = true;
+                }
+            }
+            if sent {
+                last_bookmark = tokio::time::Instant::now();
+            }
+            // Everything up to `upto` has been looked at.
+            cursor = cursor.max(upto);
+            let next_bookmark = last_bookmark + BOOKMARK_EVERY;
+            tokio::select! {
+                changed = revs.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                _ = tokio::time::sleep_until(next_bookmark), if bookmarks => {
+                    if tx.send(Ok(enc.bookmark(cursor))).await.is_err() {
+                        return;
+                    }
+                    last_bookmark = tokio::time::Instant::now();
+                }
+                _ = tokio::time::sleep_until(deadline) => return,
+                _ = shutdown.changed() => return,
+                _ = tx.closed() => return,
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    let mut resp = Response::new(Body::from_stream(stream));
+    *resp.status_mut() = StatusCode::OK;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+fn core_prev_matches(prev: &Option<Arc<Stored>>, filter: &Filter) -> bool {
+    prev.as_ref().is_some_and(|p| filter.matches(&p.value))
+}
