@@ -1,0 +1,1 @@
+//! Reconcilers for BareMetalHost and HardwareData.

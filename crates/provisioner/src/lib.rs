@@ -1,0 +1,207 @@
+//! The `Provisioner` trait: everything the host controller asks of the thing that actually
+//! drives servers, whether that is the BMC directly (`redfish`), an in-memory fixture for tests
+//! and benchmarks (`fixture`), or OpenStack Ironic (`ironic`).
+//!
+//! Every method issues at most one action or checks progress, and returns at once with a
+//! [`Step`]: `Done` with its result, or `Waiting` with when to look again. Nothing here blocks a
+//! reconcile worker on a BMC. Calls are idempotent: the controller calls the same method again
+//! after a restart, and a backend observes before it acts, so no destructive BMC action (power
+//! off, media eject) is repeated when the BMC already shows its effect.
+
+use std::time::Duration;
+
+use ferrometal_api::{
+    AutomatedCleaningMode, BootMode, CustomDeploy, HardwareDetails, Image, InspectionMode,
+    RootDeviceHints, annotations::Operation,
+};
+use ferrometal_bmc::{BmcAddress, Credentials, PowerState};
+
+/// What a backend needs to know about one host. Built by the controller for each call from the
+/// host object, its credentials Secret and its data Secrets.
+#[derive(Debug, Clone)]
+pub struct HostInfo {
+    /// Stable name: `namespace~name` (the Ironic node name too).
+    pub key: String,
+    /// The backend's own ID for the host (status.provisioning.ID), empty before registration.
+    pub provisioner_id: String,
+    pub bmc: BmcAddress,
+    /// Redacted from `Debug`; never logged.
+    pub credentials: Credentials,
+    pub disable_certificate_verification: bool,
+    pub boot_mac_address: Option<String>,
+    pub boot_mode: Option<BootMode>,
+    pub inspection_mode: InspectionMode,
+    pub root_device_hints: Option<RootDeviceHints>,
+    pub automated_cleaning_mode: AutomatedCleaningMode,
+    /// True when the host's power must never be switched off (reboots become cycles).
+    pub disable_power_off: bool,
+}
+
+/// What to write or boot on the host.
+#[derive(Debug, Clone, Default)]
+pub struct Deployment {
+    pub image: Option<Image>,
+    pub custom_deploy: Option<CustomDeploy>,
+    /// Contents of the userData Secret (`userData` or `value` key), if any.
+    pub user_data: Option<String>,
+    pub network_data: Option<String>,
+    pub meta_data: Option<String>,
+}
+
+/// The outcome of one call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step<T = ()> {
+    Done(T),
+    /// Started or still running; call again after `requeue_after`. `reason` is for logs/status.
+    Waiting {
+        requeue_after: Duration,
+        reason: String,
+    },
+}
+
+impl<T> Step<T> {
+    pub fn waiting(requeue_after: Duration, reason: impl Into<String>) -> Step<T> {
+        Step::Waiting {
+            requeue_after,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        matches!(self, Step::Done(_))
+    }
+}
+
+/// A successful registration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Registration {
+    pub provisioner_id: String,
+    pub power: PowerState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerOffMode {
+    /// Ask the OS to shut down (ACPI); backends may fall back to hard after a while.
+    Soft,
+    Hard,
+}
+
+/// Low-cardinality error kinds, used for metrics labels and to pick the host's errorType.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The BMC refused the credentials.
+    Credentials,
+    /// The BMC (or the backend service) could not be reached or timed out; retried with backoff.
+    Unreachable,
+    /// The BMC or backend answered with an error.
+    Failed,
+    /// The request cannot work with this host (e.g. image provisioning over IPMI with the redfish
+    /// backend); retrying without a spec change will not help.
+    Unsupported,
+    /// The host's own data is wrong (bad address, missing checksum...).
+    InvalidInput,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Credentials => "credentials",
+            ErrorKind::Unreachable => "unreachable",
+            ErrorKind::Failed => "failed",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::InvalidInput => "invalid_input",
+        }
+    }
+}
+
+/// An error from a backend. The message names the cause and never contains credentials.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ProvisionerError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl ProvisionerError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> ProvisionerError {
+        ProvisionerError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<ferrometal_bmc::BmcError> for ProvisionerError {
+    fn from(e: ferrometal_bmc::BmcError) -> Self {
+        let kind = match &e {
+            ferrometal_bmc::BmcError::Unauthorized { .. } => ErrorKind::Credentials,
+            ferrometal_bmc::BmcError::Unsupported { .. } => ErrorKind::Unsupported,
+            e if e.is_transient() => ErrorKind::Unreachable,
+            _ => ErrorKind::Failed,
+        };
+        ProvisionerError::new(kind, e.to_string())
+    }
+}
+
+pub type Result<T> = std::result::Result<T, ProvisionerError>;
+
+#[async_trait::async_trait]
+pub trait Provisioner: Send + Sync + 'static {
+    /// Short name for logs and metrics: `redfish`, `fixture`, `ironic`.
+    fn name(&self) -> &'static str;
+
+    /// Ready to take work (e.g. Ironic is up). Not ready: the controller retries in 30 s.
+    async fn is_ready(&self) -> bool {
+        true
+    }
+
+    /// Room to start one more inspection, provisioning or deprovisioning now. `busy` is how
+    /// many hosts the controller already has in such states.
+    async fn has_capacity(&self, busy: usize) -> bool;
+
+    /// Make the host known to the backend and prove management access with these credentials.
+    /// `credentials_changed` forces the backend to drop anything cached for the old ones.
+    async fn register(
+        &self,
+        host: &HostInfo,
+        credentials_changed: bool,
+    ) -> Result<Step<Registration>>;
+
+    /// Hardware inspection; `Done(None)` when the backend cannot inspect (mode `disabled`).
+    async fn inspect(
+        &self,
+        host: &HostInfo,
+        refresh: bool,
+    ) -> Result<Step<Option<HardwareDetails>>>;
+
+    /// Get the host ready for provisioning (cleaning, RAID, firmware). Most backends: Done.
+    async fn prepare(&self, host: &HostInfo) -> Result<Step>;
+
+    /// Write or boot the image and leave the host running it.
+    async fn provision(&self, host: &HostInfo, deployment: &Deployment) -> Result<Step>;
+
+    /// Take a provisioned host back to available (eject media, clean, power off).
+    async fn deprovision(&self, host: &HostInfo) -> Result<Step>;
+
+    /// Adopt a host that is already provisioned (after a restart, a detach, or externally
+    /// provisioned) without touching its disks or power.
+    async fn adopt(&self, host: &HostInfo, deployment: &Deployment) -> Result<Step>;
+
+    /// The current power state; steady-state polling calls only this (one BMC request).
+    async fn power_state(&self, host: &HostInfo) -> Result<PowerState>;
+
+    /// Ensure power on: Done once the backend observes On.
+    async fn power_on(&self, host: &HostInfo) -> Result<Step>;
+
+    /// Ensure power off: Done once the backend observes Off.
+    async fn power_off(&self, host: &HostInfo, mode: PowerOffMode) -> Result<Step>;
+
+    /// Run one imperative operation (`ferrometal.io/operation`): issued once, Done when issued.
+    async fn operation(&self, host: &HostInfo, op: Operation) -> Result<Step>;
+
+    /// Forget the host WITHOUT deprovisioning and without any power change.
+    async fn detach(&self, host: &HostInfo) -> Result<Step>;
+
+    /// Forget the host for good (after deprovisioning or power-off before delete).
+    async fn delete(&self, host: &HostInfo) -> Result<Step>;
+}
