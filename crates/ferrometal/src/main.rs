@@ -1,6 +1,7 @@
 //! The ferrometal binary: CLI wiring only. Each subcommand lives in its own module.
 
 mod cmd_bmc;
+mod cmd_crds;
 mod cmd_emulate;
 mod cmd_serve;
 
@@ -29,6 +30,8 @@ enum Command {
     Bmc(cmd_bmc::Args),
     /// Run a Redfish BMC fleet emulator.
     Emulate(cmd_emulate::Args),
+    /// Print the CustomResourceDefinitions (for `kubectl apply -f -` on a real cluster).
+    Crds,
     /// Run the embedded Kubernetes-compatible API server (and, later, the controllers).
     Serve(cmd_serve::Args),
 }
@@ -53,6 +56,7 @@ async fn main() -> std::process::ExitCode {
     init_tracing(&cli.log, &cli.log_format);
     let result = match cli.command {
         Command::Bmc(args) => cmd_bmc::run(args).await,
+        Command::Crds => cmd_crds::run(),
         Command::Emulate(args) => cmd_emulate::run(args).await,
         Command::Serve(args) => cmd_serve::run(args).await,
     };
