@@ -555,7 +555,13 @@ fn compile_node(ctx: &mut Ctx, v: &Value, path: &str, place: Place, depth: usize
         match rules_v.as_array() {
             Some(list) => {
                 for (i, r) in list.iter().enumerate() {
-                    match rules::compile_rule(ctx.env, r, &n, &format!("{rp}[{i}]")) {
+                    match rules::compile_rule(
+                        ctx.env,
+                        r,
+                        &n,
+                        place == Place::Root,
+                        &format!("{rp}[{i}]"),
+                    ) {
                         Ok(rule) => n.rules.push(rule),
                         Err(mut e) => ctx.errs.append(&mut e),
                     }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
+use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use cel::objects::{Key, Map, OptionalValue};
 use cel::{Context, Env, Program};
 use serde_json::Value;
@@ -57,6 +58,7 @@ pub(crate) fn compile_rule(
     env: &Env,
     v: &Value,
     node: &Node,
+    at_root: bool,
     path: &str,
 ) -> Result<Rule, Vec<FieldError>> {
     let mut errs = Vec::new();
@@ -200,6 +202,26 @@ pub(crate) fn compile_rule(
         },
     };
 
+    if let Some(p) = &program {
+        let checker = FieldCheck {
+            node,
+            at_root,
+            optional_old_self,
+        };
+        let mut undefined = Vec::new();
+        checker.resolve(p.expression(), &mut Vec::new(), &mut undefined);
+        if let Some(field) = undefined.first() {
+            errs.push(FieldError::new(
+                format!("{path}.rule"),
+                Reason::FieldValueInvalid,
+                format!(
+                    "Invalid value: {}: compilation failed: undefined field '{field}'",
+                    quote(&source)
+                ),
+            ));
+        }
+    }
+
     let transition = program.as_ref().is_some_and(|p| {
         p.references().has_variable("oldSelf")
             || message_expression
@@ -226,6 +248,112 @@ pub(crate) fn compile_rule(
             transition,
         }),
         _ => Err(errs),
+    }
+}
+
+/// A light stand-in for CEL's type-checker: selecting a field that the
+/// schema does not declare on a closed object fails at compile time, as
+/// kube-apiserver reports `undefined field 'x'`.
+struct FieldCheck<'a> {
+    node: &'a Node,
+    at_root: bool,
+    optional_old_self: bool,
+}
+
+/// A resolved schema node, and whether it is the object's root.
+type Resolved<'a> = Option<(&'a Node, bool)>;
+
+impl<'a> FieldCheck<'a> {
+    fn resolve(
+        &self,
+        e: &IdedExpr,
+        scope: &mut Vec<(String, Resolved<'a>)>,
+        undefined: &mut Vec<String>,
+    ) -> Resolved<'a> {
+        match &e.expr {
+            Expr::Ident(name) => {
+                if let Some((_, r)) = scope.iter().rev().find(|(n, _)| n == name) {
+                    return *r;
+                }
+                match name.as_str() {
+                    "self" => Some((self.node, self.at_root)),
+                    "oldSelf" if !self.optional_old_self => Some((self.node, self.at_root)),
+                    _ => None,
+                }
+            }
+            Expr::Select(sel) => {
+                let (parent, is_root) = self.resolve(&sel.operand, scope, undefined)?;
+                let implicit = (is_root || parent.embedded)
+                    && matches!(sel.field.as_str(), "apiVersion" | "kind" | "metadata");
+                if implicit {
+                    return None;
+                }
+                let closed = parent.ty == Some(Type::Object)
+                    && !parent.preserve_unknown
+                    && matches!(
+                        parent.additional,
+                        Additional::Unspecified | Additional::Allowed(false)
+                    );
+                if closed && !parent.properties.contains_key(&sel.field) {
+                    undefined.push(sel.field.clone());
+                    return None;
+                }
+                parent.child(&sel.field).map(|c| (c, false))
+            }
+            Expr::Call(call) => {
+                if let Some(t) = &call.target {
+                    self.resolve(t, scope, undefined);
+                }
+                let args: Vec<Resolved<'a>> = call
+                    .args
+                    .iter()
+                    .map(|a| self.resolve(a, scope, undefined))
+                    .collect();
+                if call.func_name == "_[_]"
+                    && let Some(Some((container, _))) = args.first()
+                {
+                    return match (&container.items, &container.additional) {
+                        (Some(items), _) => Some((items, false)),
+                        (None, Additional::Schema(a)) => Some((a, false)),
+                        _ => None,
+                    };
+                }
+                None
+            }
+            Expr::Comprehension(c) => {
+                let range = self.resolve(&c.iter_range, scope, undefined);
+                self.resolve(&c.accu_init, scope, undefined);
+                // Over a list, the variable is an element; over a map, a key.
+                let element = range.and_then(|(n, _)| n.items.as_deref().map(|i| (i, false)));
+                let depth = scope.len();
+                scope.push((c.iter_var.clone(), element));
+                if let Some(v2) = &c.iter_var2 {
+                    scope.push((v2.clone(), None));
+                }
+                scope.push((c.accu_var.clone(), None));
+                self.resolve(&c.loop_cond, scope, undefined);
+                self.resolve(&c.loop_step, scope, undefined);
+                self.resolve(&c.result, scope, undefined);
+                scope.truncate(depth);
+                None
+            }
+            Expr::List(l) => {
+                for el in &l.elements {
+                    self.resolve(el, scope, undefined);
+                }
+                None
+            }
+            Expr::Map(m) => {
+                for entry in &m.entries {
+                    if let EntryExpr::MapEntry(me) = &entry.expr {
+                        self.resolve(&me.key, scope, undefined);
+                        self.resolve(&me.value, scope, undefined);
+                    }
+                }
+                None
+            }
+            _ => None,
+        }
     }
 }
 

@@ -1121,7 +1121,7 @@ fn cel_rule_table() {
         "self.items.filter(i, size(i) > 1) == ['bb', 'ccc']",
         "'a' in self.items",
         "'role' in self.selector && self.selector.role == 'worker'",
-        "has(self.selector) && !has(self.missing)",
+        "has(self.selector) && has(self.name) && !has(self.selector.zone)",
         "self.name.lowerAscii() == 'worker-0'",
         "self.name.split('-') == ['worker', '0']",
     ];
@@ -1289,6 +1289,7 @@ fn in_spec(field: Value) -> Value {
 fn rule_that_fails_to_parse_is_rejected() {
     let schema = in_spec(json!({
         "type": "object",
+        "properties": {"replicas": {"type": "integer"}},
         "x-kubernetes-validations": [
             {"rule": "self.replicas > 1"},
             {"rule": "self.replicas >"}
@@ -1813,5 +1814,67 @@ fn cel_root_metadata_shows_name_and_generate_name_only() {
             ("".into(), Reason::FieldValueInvalid),
             ("".into(), Reason::FieldValueInvalid)
         ]
+    );
+}
+
+#[test]
+fn rules_selecting_undeclared_fields_are_rejected() {
+    let spec = "spec.validation.openAPIV3Schema.properties[spec]";
+    let bad = [
+        "self.replcias > 0",
+        "has(self.nmae)",
+        "self.items.all(i, i.size() > 0) && self.ports.all(p, p.prot == 'TCP')",
+        "self.ports[0].nmae == 'a'",
+        "oldSelf.replcias == self.replicas",
+    ];
+    for rule in bad {
+        let errs = compile_errors(in_spec(json!({
+            "type": "object",
+            "x-kubernetes-validations": [{"rule": rule}],
+            "properties": {
+                "replicas": {"type": "integer"},
+                "items": {"type": "array", "items": {"type": "string"}},
+                "ports": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "proto": {"type": "string"}}}}
+            }
+        })));
+        assert_eq!(
+            errs,
+            vec![(
+                format!("{spec}.x-kubernetes-validations[0].rule"),
+                Reason::FieldValueInvalid
+            )],
+            "{rule}"
+        );
+    }
+    let good = [
+        "self.apiVersion != '' && self.kind != '' && self.metadata.name != ''",
+        "self.spec.labels.anything == 'x' || self.spec.free.whatever.deeper == 1",
+        "self.spec.labels.all(k, self.spec.labels[k].size() > 0)",
+        "self.spec.ref.apiVersion == 'v1' && self.spec.ref.metadata.name != ''",
+        "[1, 2].all(x, x > 0) && {'a': 1}.a == 1",
+    ];
+    for rule in good {
+        let schema = json!({
+            "type": "object",
+            "x-kubernetes-validations": [{"rule": rule}],
+            "properties": {"spec": {"type": "object", "properties": {
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "ref": {"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true}
+            }}}
+        });
+        if let Err(e) = Schema::compile(&schema) {
+            panic!("{rule}: {e:#?}");
+        }
+    }
+    let errs = Schema::compile(&in_spec(json!({
+        "type": "object",
+        "x-kubernetes-validations": [{"rule": "self.replcias > 0"}],
+        "properties": {"replicas": {"type": "integer"}}
+    })))
+    .unwrap_err();
+    assert_eq!(
+        errs[0].message,
+        "Invalid value: \"self.replcias > 0\": compilation failed: undefined field 'replcias'"
     );
 }
