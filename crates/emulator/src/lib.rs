@@ -5,6 +5,20 @@
 //! fault. A control API under `/emulator/` (no auth) exposes state, counters and
 //! faults so tests and benchmarks can observe what a client really did.
 //!
+//! Redfish surface (Basic auth or an `X-Auth-Token` session on all but the
+//! service root and session creation):
+//!
+//! - `/redfish/v1`, `/redfish/v1/SessionService[/Sessions[/{n}]]`
+//! - `/redfish/v1/Systems[/sys-N]` (GET, PATCH `Boot` with `If-Match`),
+//!   `.../Actions/ComputerSystem.Reset`, `.../Processors/CPUn`, `.../Memory/DIMMn`,
+//!   `.../EthernetInterfaces/NICn`, `.../Storage/1/Drives/Diskn`
+//! - `/redfish/v1/Managers[/bmc-sys-N]`, `.../VirtualMedia/Cd` with the
+//!   `VirtualMedia.InsertMedia` / `VirtualMedia.EjectMedia` actions
+//!
+//! Control API (no auth, not counted): `GET /emulator`, `GET /emulator/counters`,
+//! `POST /emulator/counters/reset`, `GET /emulator/systems/{id}`,
+//! `GET|PUT|DELETE /emulator/systems/{id}/fault`.
+//!
 //! The request path is kept cheap on purpose (benchmarks drive 10,000 systems):
 //! state lives in a `Vec` indexed by the number in the system ID, counters are
 //! atomics and each system has its own short-held mutex.
