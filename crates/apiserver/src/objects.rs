@@ -695,8 +695,7 @@ impl Core {
                         }
                         patch::merge_patch(&mut new, &patch);
                     }
-                    PatchKind::Json => patch::json_patch(&mut new, &patch)
-                        .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?,
+                    PatchKind::Json => json_patch_compat(&mut new, &patch)?,
                     PatchKind::Strategic => {
                         let k = res.kind.clone();
                         patch::strategic_merge_patch(&mut new, &patch, &|path: &str| -> Option<
@@ -938,6 +937,27 @@ fn apply_patch(
         e.causes = causes;
         e
     })
+}
+
+/// Applies a JSON patch op by op. A `test` for `null` at a path that does not exist passes, as
+/// on kube-apiserver; kube-rs's finalizer helper relies on that for objects without finalizers.
+fn json_patch_compat(target: &mut Value, patch: &Value) -> Result<(), ApiError> {
+    let Some(ops) = patch.as_array() else {
+        return Err(ApiError::bad_request("a JSON patch must be an array of operations"));
+    };
+    for op in ops {
+        let is_null_test = op.get("op").and_then(Value::as_str) == Some("test")
+            && op.get("value").is_none_or(Value::is_null);
+        if is_null_test {
+            let path = op.get("path").and_then(Value::as_str).unwrap_or_default();
+            if target.pointer(path).is_none_or(Value::is_null) {
+                continue;
+            }
+        }
+        patch::json_patch(target, &Value::Array(vec![op.clone()]))
+            .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// Ops removing ownerReferences to `uid` from every dependent (propagationPolicy=Orphan).

@@ -253,9 +253,11 @@ impl ApiServer {
         self.serve(listener).await
     }
 
-    /// Stops serving: the listener, open connections and watches end.
-    pub fn shutdown(&self) {
+    /// Stops serving (the listener, open connections and watches end) and closes the store,
+    /// after the write in progress, so the data directory can be opened again at once.
+    pub async fn shutdown(&self) {
         self.shutdown_tx.send_replace(true);
+        self.core.store.close().await;
     }
 }
 

@@ -223,6 +223,9 @@ impl Target<'_> {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
+        if matches!(e, StoreError::Closed) {
+            return ApiError::new(503, "ServiceUnavailable", "the server is shutting down");
+        }
         tracing::error!(error = %e, "store failure");
         ApiError::internal(format!("storage error: {e}"))
     }

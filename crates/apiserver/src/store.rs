@@ -28,6 +28,8 @@ pub enum StoreError {
         key: String,
         source: serde_json::Error,
     },
+    #[error("the store is closed")]
+    Closed,
     #[error("store task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
@@ -166,7 +168,8 @@ pub struct Gone {
 }
 
 struct Inner {
-    db: Arc<Database>,
+    /// `None` once closed, so the file lock is released even while handles to the store live on.
+    db: RwLock<Option<Arc<Database>>>,
     state: RwLock<State>,
     write: Mutex<()>,
     rev_tx: watch::Sender<u64>,
@@ -225,7 +228,7 @@ impl Store {
         tracing::info!(revision = state.rev, path = %path.display(), "store opened");
         Ok(Store {
             inner: Arc::new(Inner {
-                db: Arc::new(db),
+                db: RwLock::new(Some(Arc::new(db))),
                 state: RwLock::new(state),
                 write: Mutex::new(()),
                 rev_tx,
@@ -287,6 +290,13 @@ impl Store {
         E: From<StoreError>,
     {
         let _guard = self.inner.write.lock().await;
+        let db = self
+            .inner
+            .db
+            .read()
+            .expect("store lock")
+            .clone()
+            .ok_or(StoreError::Closed)?;
         let (ops, out) = self.read(f)?;
         if ops.is_empty() {
             return Ok((Vec::new(), out));
@@ -347,7 +357,6 @@ impl Store {
                 }
             }
         });
-        let db = self.inner.db.clone();
         let rows: Vec<(String, Option<Bytes>)> = prepared
             .iter()
             .map(|(kind, r, ns, n, st)| {
@@ -410,6 +419,13 @@ impl Store {
         }
         self.inner.rev_tx.send_replace(last);
         Ok((results, out))
+    }
+
+    /// Waits for the write in progress, then closes the database file. Later writes fail with
+    /// [`StoreError::Closed`]; reads keep answering from memory.
+    pub async fn close(&self) {
+        let _guard = self.inner.write.lock().await;
+        self.inner.db.write().expect("store lock").take();
     }
 
     /// Drops history up to and including `rev` (watches from older revisions then get 410).

@@ -64,7 +64,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     });
     shutdown_signal().await;
     tracing::info!("shutting down");
-    server.shutdown();
+    server.shutdown().await;
     serving.await??;
     Ok(std::process::ExitCode::SUCCESS)
 }
