@@ -161,7 +161,69 @@ pub fn service_root() -> Vec<u8> {
         "Managers": odata("/redfish/v1/Managers"),
         "SessionService": odata("/redfish/v1/SessionService"),
         "Links": { "Sessions": odata("/redfish/v1/SessionService/Sessions") },
+        "ProtocolFeaturesSupported": {
+            "ExpandQuery": {
+                "ExpandAll": true,
+                "Levels": true,
+                "MaxLevels": MAX_EXPAND_LEVELS,
+                "NoLinks": true,
+                "Links": false,
+            },
+            "FilterQuery": false,
+            "SelectQuery": false,
+            "OnlyMemberQuery": false,
+            "ExcludeQuery": false,
+        },
     }))
+}
+
+/// Deepest `$levels` the service accepts (advertised in the service root).
+pub const MAX_EXPAND_LEVELS: usize = 3;
+
+/// What a `$expand` query asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expand {
+    /// `*`: the `Links` section is expanded too; `.` leaves it as links.
+    pub links: bool,
+    pub levels: usize,
+}
+
+/// The system with its subordinate collections inline (`$expand`): level 1 inlines the
+/// Processors, Memory, EthernetInterfaces and Storage collections, level 2 also their
+/// members. A Storage member always comes with its Drives inline, as several BMCs send
+/// it, so one request reads the whole inventory.
+pub fn system_expanded(
+    index: usize,
+    s: &SystemState,
+    reset_types: &[&str],
+    expand: Expand,
+) -> Value {
+    let mut doc = system(index, s, reset_types);
+    let members = expand.levels >= 2;
+    let inline = |mut collection: Value, member: &dyn Fn(usize) -> Option<Value>| {
+        if members {
+            let count = collection["Members"].as_array().map_or(0, Vec::len);
+            collection["Members"] = Value::Array((0..count).filter_map(member).collect());
+        }
+        collection
+    };
+    doc["Processors"] = inline(processors(index), &|n| processor(index, n));
+    doc["Memory"] = inline(memory(index), &|n| dimm(index, n));
+    doc["EthernetInterfaces"] = inline(ethernet_interfaces(index), &|n| {
+        ethernet_interface(index, n)
+    });
+    doc["Storage"] = inline(storage_collection(index), &|_| {
+        let mut controller = storage(index);
+        let drives = (0..profile(index).drives.len())
+            .filter_map(|d| drive(index, d))
+            .collect();
+        controller["Drives"] = Value::Array(drives);
+        Some(controller)
+    });
+    if expand.links {
+        doc["Links"]["ManagedBy"] = json!([manager(index)]);
+    }
+    doc
 }
 
 pub fn systems_collection(count: usize) -> Vec<u8> {

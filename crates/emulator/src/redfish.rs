@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use serde_json::Value;
 
 use crate::Fault;
-use crate::inventory;
+use crate::inventory::{self, Expand};
 use crate::resp::{
     Resp, bad_request, empty, error, json, json_bytes, method_not_allowed, not_found, unauthorized,
 };
@@ -286,7 +286,10 @@ async fn system_request(app: &App, index: usize, route: SysRoute, req: Request<I
         None => not_found(req.uri().path()),
     };
     match route {
-        SysRoute::System if get => get_system(app, index),
+        SysRoute::System if get => match parse_expand(req.uri().query()) {
+            Ok(expand) => get_system(app, index, expand),
+            Err(resp) => resp,
+        },
         SysRoute::System if method == Method::PATCH => patch_system(app, index, req).await,
         SysRoute::System => method_not_allowed("GET, PATCH"),
         SysRoute::Reset if post => reset(app, index, req).await,
@@ -321,12 +324,98 @@ fn with_etag(mut resp: Resp, etag: &str) -> Resp {
     resp
 }
 
-fn get_system(app: &App, index: usize) -> Resp {
+fn get_system(app: &App, index: usize, expand: Option<Expand>) -> Resp {
     let (doc, etag) = {
         let s = app.systems[index].lock(Instant::now());
-        (inventory::system(index, &s, &app.reset_types), s.etag())
+        let doc = match expand {
+            Some(expand) => inventory::system_expanded(index, &s, &app.reset_types, expand),
+            None => inventory::system(index, &s, &app.reset_types),
+        };
+        (doc, s.etag())
     };
     with_etag(json(StatusCode::OK, &doc), &etag)
+}
+
+/// Decodes `%XX` escapes; clients differ in which of `$().=` they escape.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Reads `$expand` (`.`, `*`, optionally `($levels=N)`) from a query string; other query
+/// parameters are ignored, as before `$expand` existed.
+fn parse_expand(query: Option<&str>) -> Result<Option<Expand>, Resp> {
+    let Some(value) = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(key) == "$expand").then(|| percent_decode(value))
+        })
+    else {
+        return Ok(None);
+    };
+    let bad = |message: String| {
+        Err(bad_request(
+            "Base.1.8.QueryParameterValueFormatError",
+            &message,
+        ))
+    };
+    let (kind, options) = match value.split_once('(') {
+        Some((kind, rest)) => match rest.strip_suffix(')') {
+            Some(options) => (kind, Some(options)),
+            None => return bad(format!("The $expand value {value} has an unclosed '('.")),
+        },
+        None => (value.as_str(), None),
+    };
+    let links = match kind {
+        "." => false,
+        "*" => true,
+        "~" => {
+            return Err(error(
+                StatusCode::NOT_IMPLEMENTED,
+                "Base.1.8.QueryNotSupportedOnResource",
+                "$expand=~ (links only) is not supported; use . or *.",
+            ));
+        }
+        _ => return bad(format!("The $expand value {value} is not ., * or ~.")),
+    };
+    let levels = match options {
+        None => 1,
+        Some(options) => match options.strip_prefix("$levels=").map(str::parse::<usize>) {
+            Some(Ok(n)) if n >= 1 => n,
+            _ => {
+                return bad(format!(
+                    "The $expand option {options} is not $levels=N (N >= 1)."
+                ));
+            }
+        },
+    };
+    if levels > inventory::MAX_EXPAND_LEVELS {
+        return Err(bad_request(
+            "Base.1.8.QueryParameterOutOfRange",
+            &format!(
+                "$levels={levels} is beyond the supported maximum of {}.",
+                inventory::MAX_EXPAND_LEVELS
+            ),
+        ));
+    }
+    Ok(Some(Expand { links, levels }))
 }
 
 /// `If-Match` holds a list of entity tags or `*`; weak tags compare by value.
@@ -534,6 +623,50 @@ mod tests {
         assert!(etag_matches("\"1\", \"3\"", "\"3\""));
         assert!(etag_matches("*", "\"3\""));
         assert!(!etag_matches("\"2\"", "\"3\""));
+    }
+
+    #[test]
+    fn expand_queries() {
+        let ok = |q: &str| parse_expand(Some(q)).ok().flatten();
+        assert_eq!(parse_expand(None).ok().flatten(), None);
+        assert_eq!(ok("only=x"), None);
+        assert_eq!(
+            ok("$expand=."),
+            Some(Expand {
+                links: false,
+                levels: 1
+            })
+        );
+        assert_eq!(
+            ok("$expand=*"),
+            Some(Expand {
+                links: true,
+                levels: 1
+            })
+        );
+        assert_eq!(
+            ok("$expand=.($levels=2)"),
+            Some(Expand {
+                links: false,
+                levels: 2
+            })
+        );
+        assert_eq!(
+            ok("%24expand=.%28%24levels%3D3%29"),
+            Some(Expand {
+                links: false,
+                levels: 3
+            })
+        );
+        for bad in [
+            "$expand=~",
+            "$expand=x",
+            "$expand=.($levels=4)",
+            "$expand=.($levels=0)",
+            "$expand=.($levels=2",
+        ] {
+            assert!(parse_expand(Some(bad)).is_err(), "{bad}");
+        }
     }
 
     #[test]
