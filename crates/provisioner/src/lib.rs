@@ -10,6 +10,12 @@
 
 use std::time::Duration;
 
+pub mod fixture;
+pub mod redfish;
+
+pub use fixture::FixtureProvisioner;
+pub use redfish::{RedfishOptions, RedfishProvisioner};
+
 use ferrometal_api::{
     AutomatedCleaningMode, BootMode, CustomDeploy, HardwareDetails, Image, InspectionMode,
     RootDeviceHints, annotations::Operation,
