@@ -330,6 +330,7 @@ fn operation(
     };
     op.insert("tags".into(), json!([tag]));
     let produces = ["application/json", "application/yaml"];
+    let mut params = query_params(flavor, action);
     match flavor {
         Flavor::V3 => {
             if let Some((schema, types)) = body {
@@ -359,9 +360,8 @@ fn operation(
         Flavor::V2 => {
             if let Some((schema, types)) = body {
                 op.insert("consumes".into(), json!(types));
-                op.insert(
-                    "parameters".into(),
-                    json!([{"in": "body", "name": "body", "required": true, "schema": reference(flavor, schema)}]),
+                params.push(
+                    json!({"in": "body", "name": "body", "required": true, "schema": reference(flavor, schema)}),
                 );
             } else {
                 op.insert("consumes".into(), json!(["*/*"]));
@@ -374,12 +374,128 @@ fn operation(
             );
         }
     }
+    if !params.is_empty() {
+        op.insert("parameters".into(), Value::Array(params));
+    }
     op.insert("x-kubernetes-action".into(), action.into());
     op.insert(
         "x-kubernetes-group-version-kind".into(),
         gvk(&r.group, &r.version, &r.kind),
     );
     Value::Object(op)
+}
+
+/// The query parameters kube-apiserver documents per action. kubectl
+/// looks for `fieldValidation` on PATCH to decide that the server validates
+/// fields itself (otherwise it falls back to client-side validation).
+fn query_params(flavor: Flavor, action: &str) -> Vec<Value> {
+    const LIST: &[(&str, &str, &str)] = &[
+        (
+            "allowWatchBookmarks",
+            "boolean",
+            "allowWatchBookmarks requests watch events with type \"BOOKMARK\".",
+        ),
+        (
+            "continue",
+            "string",
+            "The continue option should be set when retrieving more results from the server.",
+        ),
+        (
+            "fieldSelector",
+            "string",
+            "A selector to restrict the list of returned objects by their fields. Defaults to everything.",
+        ),
+        (
+            "labelSelector",
+            "string",
+            "A selector to restrict the list of returned objects by their labels. Defaults to everything.",
+        ),
+        (
+            "limit",
+            "integer",
+            "limit is a maximum number of responses to return for a list call.",
+        ),
+        (
+            "resourceVersion",
+            "string",
+            "resourceVersion sets a constraint on what resource versions a request may be served from.",
+        ),
+        (
+            "resourceVersionMatch",
+            "string",
+            "resourceVersionMatch determines how resourceVersion is applied to list calls.",
+        ),
+        (
+            "sendInitialEvents",
+            "boolean",
+            "`sendInitialEvents=true` may be set together with `watch=true`.",
+        ),
+        (
+            "timeoutSeconds",
+            "integer",
+            "Timeout for the list/watch call.",
+        ),
+        (
+            "watch",
+            "boolean",
+            "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications.",
+        ),
+    ];
+    const DRY_RUN: (&str, &str, &str) = (
+        "dryRun",
+        "string",
+        "When present, indicates that modifications should not be persisted. Valid values are: - All: all dry run stages will be processed",
+    );
+    const FIELD_MANAGER: (&str, &str, &str) = (
+        "fieldManager",
+        "string",
+        "fieldManager is a name associated with the actor or entity that is making these changes.",
+    );
+    const FIELD_VALIDATION: (&str, &str, &str) = (
+        "fieldValidation",
+        "string",
+        "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields. Valid values are: - Ignore - Warn - Strict",
+    );
+    const FORCE: (&str, &str, &str) = (
+        "force",
+        "boolean",
+        "Force is going to \"force\" Apply requests. It means user will re-acquire conflicting fields owned by other people.",
+    );
+    const GRACE: (&str, &str, &str) = (
+        "gracePeriodSeconds",
+        "integer",
+        "The duration in seconds before the object should be deleted.",
+    );
+    const PROPAGATION: (&str, &str, &str) = (
+        "propagationPolicy",
+        "string",
+        "Whether and how garbage collection will be performed. Acceptable values are: 'Orphan', 'Background', 'Foreground'.",
+    );
+    let list: Vec<(&str, &str, &str)> = match action {
+        "list" => LIST.to_vec(),
+        "post" | "put" => vec![DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION],
+        "patch" => vec![DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION, FORCE],
+        "delete" => vec![DRY_RUN, GRACE, PROPAGATION],
+        "deletecollection" => {
+            let mut v = LIST.to_vec();
+            v.extend([DRY_RUN, GRACE, PROPAGATION]);
+            v
+        }
+        _ => Vec::new(),
+    };
+    list.into_iter()
+        .map(|(name, ty, desc)| {
+            let mut p = json!({"name": name, "in": "query", "description": desc});
+            match flavor {
+                Flavor::V3 => p["schema"] = json!({"type": ty, "uniqueItems": true}),
+                Flavor::V2 => {
+                    p["type"] = ty.into();
+                    p["uniqueItems"] = true.into();
+                }
+            }
+            p
+        })
+        .collect()
 }
 
 fn path_params(flavor: Flavor, names: &[&str]) -> Value {
@@ -894,6 +1010,17 @@ mod tests {
         assert!(
             !content.contains_key("application/strategic-merge-patch+json"),
             "CRs take no strategic merge patch"
+        );
+        let params: Vec<&str> = item["patch"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["in"] == "query")
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            params.contains(&"fieldValidation") && params.contains(&"force"),
+            "{params:?}"
         );
         assert!(doc["paths"]["/apis/metal3.io/v1alpha1/baremetalhosts"]["get"].is_object());
         assert_eq!(
