@@ -177,13 +177,18 @@ impl Schema {
     /// Validates `obj` against the OpenAPI schema, then against its CEL
     /// rules. `old` is the stored object on update; transition rules (those
     /// reading `oldSelf`) run only when it is given.
+    ///
+    /// With `old`, validation ratchets as in kube-apiserver: values equal to
+    /// the old value at the same path (list items correlated by key for map
+    /// lists, by value for sets) are not re-checked, except by transition
+    /// rules, so objects stored under a looser schema stay updatable.
     pub fn validate(
         &self,
         obj: &serde_json::Value,
         old: Option<&serde_json::Value>,
     ) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        validate::validate_root(&self.root, obj, &mut errs);
+        validate::validate_root(&self.root, obj, old, &mut errs);
         rules::validate_root(&self.root, &self.env, obj, old, &mut errs);
         errs
     }

@@ -10,8 +10,8 @@ use cel::objects::{Key, Map, OptionalValue};
 use cel::{Context, Env, Program};
 use serde_json::Value;
 
-use crate::compile::{Additional, ListType, Node, Type};
-use crate::validate::{json_eq, type_matches};
+use crate::compile::{Additional, Node, Type};
+use crate::validate::{correlate, json_eq, type_matches};
 use crate::{FieldError, Path, Reason, quote};
 
 /// The environment every rule is compiled and run in: the standard library
@@ -435,7 +435,13 @@ fn walk(
         let old_val = old
             .filter(|o| type_matches(n, o) && !o.is_null())
             .map(|o| to_cel(o, Some(n), 0, root));
+        // Ratcheting: a value left as it was is not held to rules added or
+        // tightened since; transition rules still run, they compare.
+        let unchanged = old.is_some_and(|o| json_eq(o, v));
         for rule in &n.rules {
+            if unchanged && !rule.transition {
+                continue;
+            }
             eval_rule(n, rule, ctx, &self_val, old_val.as_ref(), path, errs);
         }
     }
@@ -470,24 +476,6 @@ fn walk(
             }
         }
         _ => {}
-    }
-}
-
-/// The old element matching a new one, as Kubernetes correlates them:
-/// by key for map lists, by value for sets, not at all for atomic lists.
-fn correlate<'a>(n: &Node, val: &Value, olds: &'a [Value]) -> Option<&'a Value> {
-    match n.list_type {
-        Some(ListType::Map) if !n.list_map_keys.is_empty() => olds.iter().find(|o| {
-            n.list_map_keys
-                .iter()
-                .all(|k| match (val.get(k), o.get(k)) {
-                    (Some(a), Some(b)) => json_eq(a, b),
-                    (None, None) => true,
-                    _ => false,
-                })
-        }),
-        Some(ListType::Set) => olds.iter().find(|o| json_eq(o, val)),
-        _ => None,
     }
 }
 

@@ -91,7 +91,7 @@ fn bmh_schema() -> Value {
                             "type": "object",
                             "required": ["name"],
                             "x-kubernetes-validations": [
-                                {"rule": "self.mac == oldSelf.mac", "message": "mac is immutable"}
+                                {"rule": "!has(oldSelf.mac) || has(self.mac) && self.mac == oldSelf.mac", "message": "mac is immutable"}
                             ],
                             "properties": {
                                 "name": {"type": "string"},
@@ -1877,4 +1877,60 @@ fn rules_selecting_undeclared_fields_are_rejected() {
         errs[0].message,
         "Invalid value: \"self.replcias > 0\": compilation failed: undefined field 'replcias'"
     );
+}
+
+#[test]
+fn updates_ratchet_over_unchanged_invalid_values() {
+    // Stored while the schema was looser: bootMode was free-form, the BMC
+    // credentials name unchecked, and port MACs unformatted.
+    let s = bmh();
+    let mut stored = host(valid_spec());
+    stored["spec"]["bootMode"] = json!("BIOS");
+    stored["spec"]["bmc"]["credentialsName"] = json!("bad name!");
+    stored["spec"]["ports"] =
+        json!([{"name": "a", "speedGbps": 1}, {"name": "b", "mac": "nope", "speedGbps": 1}]);
+    s.default(&mut stored);
+    assert_eq!(s.validate(&stored, None).len(), 3);
+
+    // An update that touches none of them is accepted.
+    let mut update = stored.clone();
+    update["spec"]["online"] = json!(false);
+    let (_, errs) = admit(&s, update.clone(), Some(&stored));
+    assert_eq!(errs, vec![]);
+
+    // Touching one of them holds it to the schema again; the rest still ratchet.
+    update["spec"]["bootMode"] = json!("BIOS2");
+    update["spec"]["bmc"]["credentialsName"] = json!("still bad!");
+    let (_, errs) = admit(&s, update.clone(), Some(&stored));
+    assert_eq!(
+        summary(&errs),
+        vec![
+            ("spec.bootMode".into(), Reason::FieldValueNotSupported),
+            ("spec.bmc.credentialsName".into(), Reason::FieldValueInvalid),
+        ]
+    );
+
+    // Map-list items correlate by key, so reordering keeps ratcheting, and
+    // ratcheting is per value: a sibling's change does not re-check `mac`.
+    let mut update = stored.clone();
+    update["spec"]["ports"] = json!([
+        {"name": "b", "mac": "nope", "speedGbps": 10},
+        {"name": "a", "speedGbps": 1}
+    ]);
+    let (_, errs) = admit(&s, update.clone(), Some(&stored));
+    assert_eq!(errs, vec![]);
+    update["spec"]["ports"][0]["mac"] = json!("still nope");
+    let (_, errs) = admit(&s, update, Some(&stored));
+    assert_eq!(
+        summary(&errs),
+        vec![
+            ("spec.ports[0].mac".into(), Reason::FieldValueTypeInvalid),
+            // and the port's transition rule sees the MAC change
+            ("spec.ports[0]".into(), Reason::FieldValueInvalid),
+        ]
+    );
+
+    // Without an old object nothing ratchets.
+    let (_, errs) = admit(&s, stored.clone(), None);
+    assert_eq!(errs.len(), 3);
 }

@@ -8,12 +8,46 @@ use crate::{FieldError, Path, Reason, fmt_num, fmt_value, formats, quote};
 
 const MAX_DEPTH: usize = 256;
 
-pub(crate) fn validate_root(n: &Node, v: &Value, errs: &mut Vec<FieldError>) {
-    validate_at(n, v, &Path::default(), errs, 0, true);
+/// On update, `old` enables ratcheting as kube-apiserver does: a value
+/// equal to the old value at the same (correlatable) path is not
+/// re-validated, so objects stored under an older, looser schema can still
+/// be updated without first fixing fields the update does not touch.
+pub(crate) fn validate_root(n: &Node, v: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let at = At {
+        depth: 0,
+        root: true,
+        old,
+    };
+    validate_at(n, v, &Path::default(), errs, at);
+}
+
+/// Where a value sits: its depth, whether it is the object's top level
+/// (whose `metadata` the server validates as ObjectMeta, so the schema's
+/// view of it is skipped), and the old value at the same path.
+#[derive(Clone, Copy)]
+struct At<'o> {
+    depth: usize,
+    root: bool,
+    old: Option<&'o Value>,
+}
+
+impl<'o> At<'o> {
+    fn child(self, old: Option<&'o Value>) -> At<'o> {
+        At {
+            depth: self.depth + 1,
+            root: false,
+            old,
+        }
+    }
 }
 
 pub(crate) fn validate_value(n: &Node, v: &Value, path: &Path, errs: &mut Vec<FieldError>) {
-    validate_at(n, v, path, errs, 0, false);
+    let at = At {
+        depth: 0,
+        root: false,
+        old: None,
+    };
+    validate_at(n, v, path, errs, at);
 }
 
 /// The JSON type name go-openapi reports for a value.
@@ -57,17 +91,8 @@ fn invalid(path: &Path, v: &Value, detail: String) -> FieldError {
     )
 }
 
-/// `root` marks the object's top level, whose `metadata` the server
-/// validates as ObjectMeta, so the schema's view of it is skipped.
-fn validate_at(
-    n: &Node,
-    v: &Value,
-    path: &Path,
-    errs: &mut Vec<FieldError>,
-    depth: usize,
-    root: bool,
-) {
-    if depth > MAX_DEPTH {
+fn validate_at(n: &Node, v: &Value, path: &Path, errs: &mut Vec<FieldError>, at: At) {
+    if at.depth > MAX_DEPTH || at.old.is_some_and(|o| json_eq(o, v)) {
         return;
     }
     let p = path.render_openapi();
@@ -116,12 +141,12 @@ fn validate_at(
     match v {
         Value::String(s) => validate_string(n, s, v, path, &p, errs),
         Value::Number(num) => validate_number(n, num, v, path, &p, errs),
-        Value::Array(items) => validate_array(n, items, path, &p, errs, depth),
-        Value::Object(obj) => validate_object(n, obj, path, &p, errs, depth, root),
+        Value::Array(items) => validate_array(n, items, path, errs, at),
+        Value::Object(obj) => validate_object(n, obj, path, errs, at),
         _ => {}
     }
 
-    validate_junctors(n, v, path, &p, errs, depth);
+    validate_junctors(n, v, path, &p, errs, at);
 }
 
 fn validate_string(n: &Node, s: &str, v: &Value, path: &Path, p: &str, errs: &mut Vec<FieldError>) {
@@ -247,14 +272,9 @@ fn validate_number(
     }
 }
 
-fn validate_array(
-    n: &Node,
-    items: &[Value],
-    path: &Path,
-    p: &str,
-    errs: &mut Vec<FieldError>,
-    depth: usize,
-) {
+fn validate_array(n: &Node, items: &[Value], path: &Path, errs: &mut Vec<FieldError>, at: At) {
+    let p = &path.render_openapi();
+    let olds = at.old.and_then(Value::as_array);
     let len = items.len() as u64;
     if let Some(max) = n.max_items
         && len > max
@@ -276,7 +296,8 @@ fn validate_array(
     }
     if let Some(item) = &n.items {
         for (i, val) in items.iter().enumerate() {
-            validate_at(item, val, &path.index(i), errs, depth + 1, false);
+            let old = olds.and_then(|o| correlate(n, val, o));
+            validate_at(item, val, &path.index(i), errs, at.child(old));
         }
     }
     // set lists and uniqueItems: each repeated element is reported once, at
@@ -330,11 +351,11 @@ fn validate_object(
     n: &Node,
     obj: &serde_json::Map<String, Value>,
     path: &Path,
-    p: &str,
     errs: &mut Vec<FieldError>,
-    depth: usize,
-    root: bool,
+    at: At,
 ) {
+    let p = &path.render_openapi();
+    let root = at.root;
     let count = obj.len() as u64;
     if let Some(max) = n.max_properties
         && count > max
@@ -369,11 +390,13 @@ fn validate_object(
             continue;
         }
         if let Some(child) = n.properties.get(name) {
-            validate_at(child, val, &path.field(name), errs, depth + 1, false);
+            let old = at.old.and_then(|o| o.get(name));
+            validate_at(child, val, &path.field(name), errs, at.child(old));
         } else {
             match &n.additional {
                 Additional::Schema(a) => {
-                    validate_at(a, val, &path.key(name), errs, depth + 1, false)
+                    let old = at.old.and_then(|o| o.get(name));
+                    validate_at(a, val, &path.key(name), errs, at.child(old))
                 }
                 Additional::Allowed(false) if !n.preserve_unknown => {
                     errs.push(FieldError::new(
@@ -422,11 +445,17 @@ fn validate_junctors(
     path: &Path,
     p: &str,
     errs: &mut Vec<FieldError>,
-    depth: usize,
+    at: At,
 ) {
+    // The subschemas see the same value, with the same old value.
+    let sub = At {
+        depth: at.depth + 1,
+        root: false,
+        old: at.old,
+    };
     let run = |s: &Node| {
         let mut e = Vec::new();
-        validate_at(s, v, path, &mut e, depth + 1, false);
+        validate_at(s, v, path, &mut e, sub);
         e
     };
     if !n.all_of.is_empty() {
@@ -485,7 +514,16 @@ fn validate_junctors(
 }
 
 /// JSON equality with numbers compared by value, so `1` equals `1.0`.
+/// Values nested deeper than any schema compare unequal rather than
+/// risking the stack.
 pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
+    json_eq_at(a, b, 0)
+}
+
+fn json_eq_at(a: &Value, b: &Value, depth: usize) -> bool {
+    if depth > MAX_DEPTH {
+        return false;
+    }
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
             (Some(i), Some(j)) => i == j,
@@ -495,13 +533,34 @@ pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
             },
         },
         (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(i, j)| json_eq(i, j))
+            x.len() == y.len() && x.iter().zip(y).all(|(i, j)| json_eq_at(i, j, depth + 1))
         }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()
                 && x.iter()
-                    .all(|(k, xv)| y.get(k).is_some_and(|yv| json_eq(xv, yv)))
+                    .all(|(k, xv)| y.get(k).is_some_and(|yv| json_eq_at(xv, yv, depth + 1)))
         }
-        _ => a == b,
+        (Value::Null, Value::Null) => true,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
+        (Value::String(x), Value::String(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// The old element matching a new one, as Kubernetes correlates them:
+/// by key for map lists, by value for sets, not at all for atomic lists.
+pub(crate) fn correlate<'a>(n: &Node, val: &Value, olds: &'a [Value]) -> Option<&'a Value> {
+    match n.list_type {
+        Some(ListType::Map) if !n.list_map_keys.is_empty() => olds.iter().find(|o| {
+            n.list_map_keys
+                .iter()
+                .all(|k| match (val.get(k), o.get(k)) {
+                    (Some(a), Some(b)) => json_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                })
+        }),
+        Some(ListType::Set) => olds.iter().find(|o| json_eq(o, val)),
+        _ => None,
     }
 }
