@@ -1,1 +1,118 @@
 //! Reconcilers for BareMetalHost and HardwareData.
+//!
+//! [`run`] starts the host controller against any Kubernetes API (the embedded server or a
+//! cluster). The state machine itself is the pure [`host::decide::decide`].
+
+pub mod config;
+pub mod context;
+pub mod events;
+pub mod hardware_data;
+pub mod host;
+pub mod metrics;
+
+use std::future::Future;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use ferrometal_api::{BareMetalHost, HardwareData};
+use ferrometal_provisioner::Provisioner;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::runtime::controller::{Config, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
+use kube::{Resource, ResourceExt};
+
+pub use config::ControllerConfig;
+pub use context::Context;
+pub use metrics::{metrics, metrics_text};
+
+/// Hash of what should wake the host controller: spec (generation), finalizers, annotations,
+/// labels and deletion. Status-only updates (our own writes) do not, so they cause no storms.
+fn host_trigger(host: &BareMetalHost) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    host.meta().uid.hash(&mut h);
+    host.meta().generation.hash(&mut h);
+    host.finalizers().hash(&mut h);
+    host.annotations().hash(&mut h);
+    host.labels().hash(&mut h);
+    host.meta().deletion_timestamp.is_some().hash(&mut h);
+    Some(h.finish())
+}
+
+/// The hosts in the Secret's namespace that use it as their BMC credentials.
+fn hosts_using(hosts: &Store<BareMetalHost>, secret: &Secret) -> Vec<ObjectRef<BareMetalHost>> {
+    let ns = secret.namespace();
+    let name = secret.name_any();
+    hosts
+        .state()
+        .iter()
+        .filter(|h| h.namespace() == ns)
+        .filter(|h| {
+            h.spec
+                .bmc
+                .as_ref()
+                .is_some_and(|b| b.credentials_name == name)
+        })
+        .map(|h| ObjectRef::from_obj(h.as_ref()))
+        .collect()
+}
+
+/// Runs the host controller until `shutdown` resolves, then finishes the reconciles in flight
+/// and returns.
+pub async fn run(
+    client: kube::Client,
+    provisioner: Arc<dyn Provisioner>,
+    config: ControllerConfig,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
+    let mut wc = watcher::Config::default();
+    if let Some(selector) = &config.label_selector {
+        wc = wc.labels(selector);
+    }
+    let hosts: Api<BareMetalHost> = Api::all(client.clone());
+    let (reader, writer) = reflector::store();
+    let trigger = watcher(hosts, wc.clone())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(host_trigger, PredicateConfig::default());
+    let concurrency = config.concurrency;
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        provisioner,
+        config,
+        reader.clone(),
+    ));
+    let for_secrets = reader.clone();
+    tracing::info!(
+        provisioner = ctx.provisioner.name(),
+        "host controller starting"
+    );
+    Controller::for_stream(trigger, reader)
+        .owns(
+            Api::<HardwareData>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .watches(
+            Api::<Secret>::all(client),
+            watcher::Config::default(),
+            move |secret| hosts_using(&for_secrets, &secret),
+        )
+        .with_config(Config::default().concurrency(concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(
+            host::reconcile::reconcile,
+            host::reconcile::error_policy,
+            ctx,
+        )
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "controller");
+            }
+        })
+        .await;
+    tracing::info!("host controller stopped");
+    Ok(())
+}

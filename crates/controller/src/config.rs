@@ -1,0 +1,58 @@
+//! Controller settings.
+
+use std::time::Duration;
+
+use crate::host::decide::Timing;
+
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Only reconcile hosts matching this label selector (sharding across replicas).
+    pub label_selector: Option<String>,
+    /// Hosts reconciled at once.
+    pub concurrency: u16,
+    /// Steady-state power poll (metal3: 60 s), jittered by ±10%.
+    pub power_poll_interval: Duration,
+    /// Host error backoff: `base * 2^(errorCount-1)`, jittered, capped (metal3: minutes).
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    /// How soon a host delayed for lack of provisioner capacity asks again.
+    pub delayed_retry: Duration,
+    /// How often detached hosts are looked at (metal3: 10 min).
+    pub detached_recheck: Duration,
+    /// Retry when the provisioner reports it is not ready (metal3: 30 s).
+    pub not_ready_retry: Duration,
+    /// First retry after a Kubernetes API error; doubles per consecutive failure.
+    pub api_error_backoff: Duration,
+    /// `reportingController` of Events.
+    pub reporter: String,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        let t = Timing::default();
+        ControllerConfig {
+            label_selector: None,
+            concurrency: 16,
+            power_poll_interval: t.power_poll_interval,
+            backoff_base: t.backoff_base,
+            backoff_cap: t.backoff_cap,
+            delayed_retry: t.delayed_retry,
+            detached_recheck: t.detached_recheck,
+            not_ready_retry: Duration::from_secs(30),
+            api_error_backoff: Duration::from_millis(500),
+            reporter: "ferrometal-controller".into(),
+        }
+    }
+}
+
+impl ControllerConfig {
+    pub fn timing(&self) -> Timing {
+        Timing {
+            power_poll_interval: self.power_poll_interval,
+            backoff_base: self.backoff_base,
+            backoff_cap: self.backoff_cap,
+            delayed_retry: self.delayed_retry,
+            detached_recheck: self.detached_recheck,
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! One reconcile of one host: read the host's Secrets, decide, make at most one provisioner
+//! call, decide again with its outcome, then write what changed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferrometal_api::annotations as ann;
+use ferrometal_api::{AutomatedCleaningMode, BareMetalHost, InspectionMode, ProvisioningState};
+use ferrometal_bmc::{BmcAddress, Credentials};
+use ferrometal_provisioner::{Deployment, ErrorKind, HostInfo, ProvisionerError, Step};
+use k8s_openapi::api::core::v1::{Secret, SecretReference};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use crate::context::Context;
+use crate::host::decide::{
+    Call, CredentialsObservation, Decision, FinalizerChange, Input, MemoChange, Outcome, decide,
+};
+use crate::host::status::merge_diff;
+use crate::metrics::metrics;
+
+/// Why a reconcile failed (host errors are not failures: they go to the host's status).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("serializing: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// Low-cardinality label for metrics.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(e)) if e.code == 409 => "api_conflict",
+            Error::Kube(_) => "api",
+            Error::Serialize(_) => "serialize",
+        }
+    }
+}
+
+fn key(host: &BareMetalHost) -> String {
+    format!("{}~{}", host.namespace_or_default(), host.name_any())
+}
+
+pub async fn reconcile(host: Arc<BareMetalHost>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let span = tracing::info_span!(
+        "reconcile",
+        namespace = %host.namespace_or_default(),
+        name = %host.name_any()
+    );
+    async move {
+        let started = Instant::now();
+        metrics().reconciles.inc();
+        let result = reconcile_host(&host, &ctx).await;
+        metrics()
+            .reconcile_duration
+            .observe(started.elapsed().as_secs_f64());
+        if result.is_ok() {
+            ctx.api_succeeded(&key(&host));
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+pub fn error_policy(host: Arc<BareMetalHost>, error: &Error, ctx: Arc<Context>) -> Action {
+    metrics().error(error.category());
+    let n = ctx.api_failed(&key(&host));
+    tracing::warn!(
+        namespace = %host.namespace_or_default(),
+        name = %host.name_any(),
+        error = %error,
+        failures = n,
+        "reconcile failed"
+    );
+    let exp = (n.max(1) - 1).min(10);
+    let after = ctx
+        .config
+        .api_error_backoff
+        .saturating_mul(1 << exp)
+        .min(Duration::from_secs(300));
+    Action::requeue(after.mul_f64(0.9 + 0.2 * rand::random::<f64>()))
+}
+
+async fn reconcile_host(host: &BareMetalHost, ctx: &Context) -> Result<Action, Error> {
+    let key = key(host);
+    if host.annotations().contains_key(ann::PAUSED) {
+        return Ok(Action::await_change());
+    }
+    if ctx.is_stale(&key, host.meta().resource_version.as_deref()) {
+        // The cache has not caught up with our own last write yet; acting on it would repeat
+        // the last step.
+        return Ok(Action::requeue(Duration::from_millis(50)));
+    }
+    if !ctx.provisioner.is_ready().await {
+        return Ok(Action::requeue(ctx.config.not_ready_retry));
+    }
+    let (observation, credentials) = read_credentials(ctx, host).await?;
+    let memo = ctx.memo(&key);
+    let namespace = host.namespace_or_default().to_string();
+    let empty = Default::default();
+    let mut input = Input {
+        namespace: &namespace,
+        spec: &host.spec,
+        status: host.status.as_ref(),
+        annotations: host.metadata.annotations.as_ref().unwrap_or(&empty),
+        generation: host.metadata.generation,
+        deleting: host.metadata.deletion_timestamp.is_some(),
+        has_finalizer: host.finalizers().iter().any(|f| f == ann::FINALIZER),
+        credentials: observation,
+        memo: memo.as_ref(),
+        last: None,
+        now: Timestamp::now(),
+        jitter: rand::random::<f64>(),
+        timing: &ctx.timing,
+    };
+    let mut decision = decide(&input);
+    if let Some(call) = decision.call.take() {
+        tracing::debug!(?call, "provisioner call");
+        let outcome = execute(ctx, host, &call, credentials.as_ref()).await;
+        if let Outcome::Failed(e) = &outcome {
+            tracing::info!(?call, kind = e.kind.as_str(), error = %e.message, "provisioner call failed");
+        }
+        input.last = Some((call, outcome));
+        decision = decide(&input);
+        if decision.call.take().is_some() {
+            // Only one call per reconcile; run again for the next.
+            decision.requeue = Some(Duration::ZERO);
+        }
+    }
+    apply(ctx, host, &key, decision).await
+}
+
+async fn read_credentials(
+    ctx: &Context,
+    host: &BareMetalHost,
+) -> Result<(CredentialsObservation, Option<Credentials>), Error> {
+    let Some(bmc) = host.spec.bmc.as_ref().filter(|b| !b.address.is_empty()) else {
+        return Ok((CredentialsObservation::NotNeeded, None));
+    };
+    let secret = bmc.credentials_name.clone();
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), host.namespace_or_default());
+    let Some(s) = api.get_opt(&secret).await? else {
+        return Ok((CredentialsObservation::Missing { secret }, None));
+    };
+    let field = |k: &str| {
+        s.data
+            .as_ref()
+            .and_then(|d| d.get(k))
+            .map(|v| {
+                String::from_utf8_lossy(&v.0)
+                    .trim_end_matches('\n')
+                    .to_string()
+            })
+            .filter(|v| !v.is_empty())
+    };
+    let Some(username) = field("username") else {
+        return Ok((
+            CredentialsObservation::MissingKey {
+                secret,
+                key: "username",
+            },
+            None,
+        ));
+    };
+    let Some(password) = field("password") else {
+        return Ok((
+            CredentialsObservation::MissingKey {
+                secret,
+                key: "password",
+            },
+            None,
+        ));
+    };
+    let version = s.metadata.resource_version.clone().unwrap_or_default();
+    Ok((
+        CredentialsObservation::Found { secret, version },
+        Some(Credentials::new(username, password)),
+    ))
+}
+
+fn host_info(
+    host: &BareMetalHost,
+    credentials: Option<&Credentials>,
+) -> Result<HostInfo, ProvisionerError> {
+    let bmc = host
+        .spec
+        .bmc
+        .as_ref()
+        .ok_or_else(|| ProvisionerError::new(ErrorKind::InvalidInput, "spec.bmc is not set"))?;
+    let address = BmcAddress::parse(&bmc.address).map_err(|e| {
+        ProvisionerError::new(ErrorKind::InvalidInput, format!("spec.bmc.address: {e}"))
+    })?;
+    let credentials = credentials.cloned().ok_or_else(|| {
+        ProvisionerError::new(
+            ErrorKind::Credentials,
+            format!("BMC credentials Secret {} unreadable", bmc.credentials_name),
+        )
+    })?;
+    let inspection_disabled = host
+        .annotations()
+        .get(ann::INSPECT)
+        .is_some_and(|v| v == "disabled");
+    Ok(HostInfo {
+        key: key(host),
+        provisioner_id: host
+            .status
+            .as_ref()
+            .map(|s| s.provisioning.id.clone())
+            .unwrap_or_default(),
+        bmc: address,
+        credentials,
+        disable_certificate_verification: bmc.disable_certificate_verification,
+        boot_mac_address: host.spec.boot_mac_address.clone(),
+        boot_mode: host.spec.boot_mode,
+        inspection_mode: if inspection_disabled {
+            InspectionMode::Disabled
+        } else {
+            host.spec.inspection_mode.unwrap_or(InspectionMode::Fast)
+        },
+        root_device_hints: host.spec.root_device_hints.clone(),
+        automated_cleaning_mode: host
+            .spec
+            .automated_cleaning_mode
+            .unwrap_or(AutomatedCleaningMode::Metadata),
+        disable_power_off: host.spec.disable_power_off,
+    })
+}
+
+/// Reads a data Secret's content; the key is the field's own name or `value`.
+async fn data_secret(
+    ctx: &Context,
+    host: &BareMetalHost,
+    field: &str,
+    reference: &Option<SecretReference>,
+) -> Result<Option<String>, ProvisionerError> {
+    let Some(name) = reference.as_ref().and_then(|r| r.name.clone()) else {
+        return Ok(None);
+    };
+    let ns = host.namespace_or_default();
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let secret = api.get_opt(&name).await.map_err(|e| {
+        ProvisionerError::new(
+            ErrorKind::Unreachable,
+            format!("spec.{field}: reading Secret {ns}/{name}: {e}"),
+        )
+    })?;
+    let secret = secret.ok_or_else(|| {
+        ProvisionerError::new(
+            ErrorKind::InvalidInput,
+            format!("spec.{field}: Secret {ns}/{name} not found"),
+        )
+    })?;
+    let data = secret.data.unwrap_or_default();
+    let value = data
+        .get(field)
+        .or_else(|| data.get("value"))
+        .ok_or_else(|| {
+            ProvisionerError::new(
+                ErrorKind::InvalidInput,
+                format!("spec.{field}: Secret {ns}/{name} has no {field:?} or \"value\" key"),
+            )
+        })?;
+    Ok(Some(String::from_utf8_lossy(&value.0).into_owned()))
+}
+
+async fn deployment(ctx: &Context, host: &BareMetalHost) -> Result<Deployment, ProvisionerError> {
+    Ok(Deployment {
+        image: host.spec.image.clone(),
+        custom_deploy: host.spec.custom_deploy.clone(),
+        user_data: data_secret(ctx, host, "userData", &host.spec.user_data).await?,
+        network_data: data_secret(ctx, host, "networkData", &host.spec.network_data).await?,
+        meta_data: data_secret(ctx, host, "metaData", &host.spec.meta_data).await?,
+    })
+}
+
+fn step<T>(s: Step<T>, done: impl FnOnce(T) -> Outcome) -> Outcome {
+    match s {
+        Step::Done(t) => done(t),
+        Step::Waiting {
+            requeue_after,
+            reason,
+        } => Outcome::Waiting {
+            requeue_after,
+            reason,
+        },
+    }
+}
+
+fn done(_: ()) -> Outcome {
+    Outcome::Done
+}
+
+/// Hosts that hold an inspection, provisioning or deprovisioning slot right now.
+fn busy_hosts(ctx: &Context, except: &BareMetalHost) -> usize {
+    ctx.hosts
+        .state()
+        .iter()
+        .filter(|h| h.uid() != except.uid())
+        .filter(|h| {
+            let Some(s) = h.status.as_ref() else {
+                return false;
+            };
+            let m = match s.provisioning.state {
+                ProvisioningState::Inspecting => &s.operation_history.inspect,
+                ProvisioningState::Provisioning => &s.operation_history.provision,
+                ProvisioningState::Deprovisioning => &s.operation_history.deprovision,
+                _ => return false,
+            };
+            m.start.is_some() && m.end.is_none()
+        })
+        .count()
+}
+
+async fn execute(
+    ctx: &Context,
+    host: &BareMetalHost,
+    call: &Call,
+    credentials: Option<&Credentials>,
+) -> Outcome {
+    if *call == Call::HasCapacity {
+        let busy = busy_hosts(ctx, host);
+        return Outcome::Capacity(ctx.provisioner.has_capacity(busy).await);
+    }
+    let info = match host_info(host, credentials) {
+        Ok(i) => i,
+        Err(e) => return Outcome::Failed(e),
+    };
+    let p = &ctx.provisioner;
+    let result = match call {
+        Call::HasCapacity => unreachable!("handled above"),
+        Call::Register {
+            credentials_changed,
+        } => p
+            .register(&info, *credentials_changed)
+            .await
+            .map(|s| step(s, Outcome::Registered)),
+        Call::Inspect { refresh } => p
+            .inspect(&info, *refresh)
+            .await
+            .map(|s| step(s, Outcome::Inspected)),
+        Call::Prepare => p.prepare(&info).await.map(|s| step(s, done)),
+        Call::Provision => match deployment(ctx, host).await {
+            Ok(d) => p.provision(&info, &d).await.map(|s| step(s, done)),
+            Err(e) => Err(e),
+        },
+        Call::Adopt => match deployment(ctx, host).await {
+            Ok(d) => p.adopt(&info, &d).await.map(|s| step(s, done)),
+            Err(e) => Err(e),
+        },
+        Call::Deprovision => p.deprovision(&info).await.map(|s| step(s, done)),
+        Call::PowerState => p.power_state(&info).await.map(Outcome::Power),
+        Call::PowerOn => p.power_on(&info).await.map(|s| step(s, done)),
+        Call::PowerOff(mode) => p.power_off(&info, *mode).await.map(|s| step(s, done)),
+        Call::Operation(op) => p.operation(&info, *op).await.map(|s| step(s, done)),
+        Call::Detach => p.detach(&info).await.map(|s| step(s, done)),
+        Call::Delete => p.delete(&info).await.map(|s| step(s, done)),
+    };
+    result.unwrap_or_else(Outcome::Failed)
+}
+
+fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<Option<T>, kube::Error> {
+    match r {
+        Ok(t) => Ok(Some(t)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn apply(
+    ctx: &Context,
+    host: &BareMetalHost,
+    key: &str,
+    d: Decision,
+) -> Result<Action, Error> {
+    let name = host.name_any();
+    let api: Api<BareMetalHost> = Api::namespaced(ctx.client.clone(), host.namespace_or_default());
+    if let Some(category) = d.error_category {
+        metrics().error(category);
+    }
+    // Status first: a status restored from the annotation must be stored before the
+    // annotation goes.
+    if let Some(new) = &d.status {
+        let old = serde_json::to_value(&host.status)?;
+        let new = serde_json::to_value(new)?;
+        if let Some(diff) = merge_diff(&old, &new) {
+            let written = api
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": diff })),
+                )
+                .await;
+            if let Some(h) = ignore_not_found(written)? {
+                ctx.wrote(key, h.meta().resource_version.as_deref());
+            }
+        }
+    }
+    if let Some(details) = &d.hardware_data {
+        crate::hardware_data::apply(&ctx.client, host, details).await?;
+    }
+    let mut meta = serde_json::Map::new();
+    if !d.remove_annotations.is_empty() {
+        let removals: serde_json::Map<String, Value> = d
+            .remove_annotations
+            .iter()
+            .map(|k| (k.clone(), Value::Null))
+            .collect();
+        meta.insert("annotations".into(), Value::Object(removals));
+    }
+    if let Some(change) = d.finalizer {
+        let mut finalizers: Vec<String> = host.finalizers().to_vec();
+        match change {
+            FinalizerChange::Add => finalizers.push(ann::FINALIZER.to_string()),
+            FinalizerChange::Remove => finalizers.retain(|f| f != ann::FINALIZER),
+        }
+        meta.insert("finalizers".into(), json!(finalizers));
+    }
+    if !meta.is_empty() {
+        let patched = api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": meta })),
+            )
+            .await;
+        if let Some(h) = ignore_not_found(patched)? {
+            ctx.wrote(key, h.meta().resource_version.as_deref());
+        }
+    }
+    crate::events::publish(&ctx.recorder, host, &d.events).await;
+    match d.memo {
+        MemoChange::Keep => {}
+        MemoChange::Set(m) => ctx.set_memo(key, Some(m)),
+        MemoChange::Forget => ctx.set_memo(key, None),
+    }
+    if d.finalizer == Some(FinalizerChange::Remove) {
+        ctx.set_state(key, None);
+    } else {
+        let state = d
+            .status
+            .as_ref()
+            .map(|s| s.provisioning.state)
+            .unwrap_or_else(|| host.state());
+        ctx.set_state(key, Some(state));
+    }
+    Ok(match d.requeue {
+        Some(after) => Action::requeue(after),
+        None => Action::await_change(),
+    })
+}

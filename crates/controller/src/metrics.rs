@@ -1,0 +1,91 @@
+//! Prometheus metrics. Labels are low cardinality: never host names or BMC addresses.
+
+use std::sync::OnceLock;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CategoryLabels {
+    pub category: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: String,
+}
+
+pub struct Metrics {
+    pub reconciles: Counter,
+    pub reconcile_errors: Family<CategoryLabels, Counter>,
+    pub hosts: Family<StateLabels, Gauge>,
+    pub reconcile_duration: Histogram,
+    registry: Registry,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("ferrometal");
+        let reconciles = Counter::default();
+        let reconcile_errors = Family::<CategoryLabels, Counter>::default();
+        let hosts = Family::<StateLabels, Gauge>::default();
+        let reconcile_duration = Histogram::new(exponential_buckets(0.001, 2.0, 14));
+        registry.register(
+            "host_reconciles",
+            "BareMetalHost reconciles",
+            reconciles.clone(),
+        );
+        registry.register(
+            "host_reconcile_errors",
+            "BareMetalHost reconcile errors by category",
+            reconcile_errors.clone(),
+        );
+        registry.register(
+            "hosts",
+            "BareMetalHosts per provisioning state",
+            hosts.clone(),
+        );
+        registry.register(
+            "host_reconcile_duration_seconds",
+            "Time spent in one BareMetalHost reconcile",
+            reconcile_duration.clone(),
+        );
+        Metrics {
+            reconciles,
+            reconcile_errors,
+            hosts,
+            reconcile_duration,
+            registry,
+        }
+    }
+
+    pub fn error(&self, category: &str) {
+        self.reconcile_errors
+            .get_or_create(&CategoryLabels {
+                category: category.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+}
+
+/// The process-wide metrics.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+/// The metrics in the Prometheus text format, for a `/metrics` endpoint.
+pub fn metrics_text() -> String {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, metrics().registry())
+        .expect("writing to a String cannot fail");
+    out
+}
