@@ -447,7 +447,7 @@ fn ssa_merge(live: &Value, applied: &Value, path: &str, strat: Strategy) -> Valu
                 }
                 let merged = match l.get(k) {
                     Some(lv) => ssa_merge(lv, av, &child_path(path, k), strat),
-                    None => av.clone(),
+                    None => without_nulls(av),
                 };
                 out.insert(k.clone(), merged);
             }
@@ -462,7 +462,7 @@ fn ssa_merge(live: &Value, applied: &Value, path: &str, strat: Strategy) -> Valu
                         let k = item.get(key);
                         match out.iter().position(|o| o.get(key) == k) {
                             Some(i) => out[i] = ssa_merge(&out[i], item, path, strat),
-                            None => out.push(item.clone()),
+                            None => out.push(without_nulls(item)),
                         }
                     }
                     Value::Array(out)
@@ -476,10 +476,25 @@ fn ssa_merge(live: &Value, applied: &Value, path: &str, strat: Strategy) -> Valu
                     }
                     Value::Array(out)
                 }
-                _ => applied.clone(),
+                _ => without_nulls(applied),
             }
         }
-        _ => applied.clone(),
+        _ => without_nulls(applied),
+    }
+}
+
+/// A null in an applied configuration unsets the field rather than
+/// storing a null.
+fn without_nulls(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, c)| !c.is_null())
+                .map(|(k, c)| (k.clone(), without_nulls(c)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
+        other => other.clone(),
     }
 }
 
@@ -1254,6 +1269,73 @@ mod tests {
             ]),
             ".spec[name=\"a\",port=80][=\"x\"][2]"
         );
+    }
+
+    #[test]
+    fn update_takes_ownership_from_applier() {
+        let live = stored(
+            apply(
+                None,
+                &cm(json!({"a": "1", "b": "1"})),
+                &opts("alice", false, "T1"),
+            )
+            .unwrap(),
+        );
+        let mut edited = live.clone();
+        edited["data"]["a"] = json!("2");
+        record_update(Some(&live), &mut edited, "bob", "T2", "v1", None);
+        let es = entries(&edited);
+        let alice = es.iter().find(|e| e["manager"] == "alice").unwrap();
+        assert_eq!(alice["fieldsV1"]["f:data"], json!({"f:b": {}}));
+        assert_eq!(alice["time"], "T1", "untouched entries keep their time");
+        // Re-applying the old value now conflicts with the updater.
+        let errs = apply(
+            Some(&edited),
+            &cm(json!({"a": "1", "b": "1"})),
+            &opts("alice", false, "T3"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            errs,
+            vec![Conflict {
+                manager: "bob".into(),
+                field: ".data.a".into()
+            }]
+        );
+        // Dropping a field alice no longer owns leaves it alone.
+        let out = apply(
+            Some(&edited),
+            &cm(json!({"b": "1"})),
+            &opts("alice", false, "T3"),
+        )
+        .unwrap();
+        assert_eq!(out["data"], json!({"a": "2", "b": "1"}));
+    }
+
+    #[test]
+    fn applied_managed_fields_and_nulls_are_ignored() {
+        let mut cfg = cm(json!({"a": "1", "gone": null}));
+        cfg["metadata"]["managedFields"] =
+            json!([{"manager": "evil", "operation": "Apply", "fieldsV1": {"f:data": {}}}]);
+        let out = apply(None, &cfg, &opts("m", false, "T")).unwrap();
+        let es = entries(&out);
+        assert_eq!(es.len(), 1);
+        assert_eq!(es[0]["manager"], "m");
+        assert_eq!(out["data"], json!({"a": "1"}));
+    }
+
+    #[test]
+    fn apply_at_new_version_replaces_the_entry() {
+        let live = stored(apply(None, &cm(json!({"a": "1"})), &opts("m", false, "T1")).unwrap());
+        let o = ApplyOptions {
+            api_version: "v2",
+            ..opts("m", false, "T2")
+        };
+        let out = apply(Some(&live), &cm(json!({"a": "1"})), &o).unwrap();
+        let es = entries(&out);
+        assert_eq!(es.len(), 1);
+        assert_eq!(es[0]["apiVersion"], "v2");
+        assert_eq!(es[0]["time"], "T2");
     }
 
     #[test]

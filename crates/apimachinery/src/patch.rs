@@ -716,6 +716,52 @@ mod tests {
     }
 
     #[test]
+    fn smp_element_level_replace_and_nested_null() {
+        let mut t = json!({"spec": {"containers": [
+            {"name": "a", "image": "i1", "env": {"X": "1"}},
+            {"name": "b", "image": "i2", "tty": true}
+        ]}});
+        strategic_merge_patch(
+            &mut t,
+            &json!({"spec": {"containers": [
+                {"name": "a", "$patch": "replace", "image": "new"},
+                {"name": "b", "tty": null}
+            ]}}),
+            &pods_strategy,
+        )
+        .unwrap();
+        assert_eq!(
+            t["spec"]["containers"],
+            json!([{"name": "a", "image": "new"}, {"name": "b", "image": "i2"}])
+        );
+    }
+
+    #[test]
+    fn smp_garbage_does_not_panic() {
+        let inputs = [
+            json!(null),
+            json!(1),
+            json!("s"),
+            json!([1, {"$patch": "delete"}]),
+            json!({"$patch": 1}),
+            json!({"$retainKeys": [1]}),
+            json!({"metadata": {"finalizers": [{"a": 1}], "ownerReferences": 7}}),
+            json!({"metadata": {"ownerReferences": [{"uid": {"x": 1}, "$patch": "delete"}]}}),
+            json!({"metadata": {"$setElementOrder/ownerReferences": [1, "x", null]}}),
+        ];
+        for target in &inputs {
+            for p in &inputs {
+                let mut t = target.clone();
+                let _ = strategic_merge_patch(&mut t, p, &|path| builtin_list_strategy("X", path));
+                let mut t = target.clone();
+                merge_patch(&mut t, p);
+                let mut t = target.clone();
+                let _ = json_patch(&mut t, p);
+            }
+        }
+    }
+
+    #[test]
     fn builtin_strategies() {
         assert_eq!(
             builtin_list_strategy("Secret", "metadata.ownerReferences"),
