@@ -151,7 +151,7 @@ pub(crate) fn compile_root(schema: &Value, env: &cel::Env) -> Result<Node, Vec<F
         env,
         errs: Vec::new(),
     };
-    let node = compile_node(&mut ctx, schema, ROOT_PATH, Place::Root, 0);
+    let node = compile_node(&mut ctx, schema, ROOT_PATH, Place::Root, 0, true);
     if let Some(node) = &node {
         if node.ty != Some(Type::Object) && ctx.errs.is_empty() {
             let got = node.ty.map(Type::as_str).unwrap_or("");
@@ -194,7 +194,17 @@ fn check_root_metadata(ctx: &mut Ctx, schema: &Value) {
     }
 }
 
-fn compile_node(ctx: &mut Ctx, v: &Value, path: &str, place: Place, depth: usize) -> Option<Node> {
+/// `correlatable` tells whether values at this node can be paired with
+/// their old values on update (not below atomic lists), which transition
+/// rules need.
+fn compile_node(
+    ctx: &mut Ctx,
+    v: &Value,
+    path: &str,
+    place: Place,
+    depth: usize,
+    correlatable: bool,
+) -> Option<Node> {
     if depth > MAX_DEPTH {
         ctx.err(
             path.to_string(),
@@ -401,7 +411,7 @@ fn compile_node(ctx: &mut Ctx, v: &Value, path: &str, place: Place, depth: usize
         Some(Value::Object(props)) => {
             for (name, ps) in props {
                 let p = format!("{path}.properties[{name}]");
-                if let Some(c) = compile_node(ctx, ps, &p, child_place, depth + 1) {
+                if let Some(c) = compile_node(ctx, ps, &p, child_place, depth + 1, correlatable) {
                     n.properties.insert(name.clone(), c);
                 }
             }
@@ -426,7 +436,7 @@ fn compile_node(ctx: &mut Ctx, v: &Value, path: &str, place: Place, depth: usize
             } else {
                 Place::Additional
             };
-            if let Some(c) = compile_node(ctx, s, &p, inner, depth + 1) {
+            if let Some(c) = compile_node(ctx, s, &p, inner, depth + 1, correlatable) {
                 n.additional = Additional::Schema(Box::new(c));
             }
         }
@@ -444,56 +454,6 @@ fn compile_node(ctx: &mut Ctx, v: &Value, path: &str, place: Place, depth: usize
             Reason::FieldValueForbidden,
             "Forbidden: must not be false if x-kubernetes-preserve-unknown-fields is true",
         );
-    }
-
-    if let Some(items) = obj.get("items") {
-        let p = at("items");
-        if items.is_array() {
-            ctx.err(
-                p,
-                Reason::FieldValueForbidden,
-                "Forbidden: items must be a schema object and not an array",
-            );
-        } else {
-            let inner = if place == Place::Junctor {
-                Place::Junctor
-            } else {
-                Place::Items
-            };
-            n.items = compile_node(ctx, items, &p, inner, depth + 1).map(Box::new);
-        }
-    } else if n.ty == Some(Type::Array) {
-        ctx.err(
-            at("items"),
-            Reason::FieldValueRequired,
-            "Required value: must be specified",
-        );
-    }
-
-    for (key, list) in [
-        ("allOf", &mut n.all_of),
-        ("anyOf", &mut n.any_of),
-        ("oneOf", &mut n.one_of),
-    ] {
-        match obj.get(key) {
-            None => {}
-            Some(Value::Array(items)) => {
-                for (i, s) in items.iter().enumerate() {
-                    let p = format!("{path}.{key}[{i}]");
-                    if let Some(c) = compile_node(ctx, s, &p, Place::Junctor, depth + 1) {
-                        list.push(c);
-                    }
-                }
-            }
-            Some(other) => ctx.err(
-                at(key),
-                Reason::FieldValueTypeInvalid,
-                format!("Invalid value: {}: must be a list", crate::fmt_value(other)),
-            ),
-        }
-    }
-    if let Some(s) = obj.get("not") {
-        n.not = compile_node(ctx, s, &at("not"), Place::Junctor, depth + 1).map(Box::new);
     }
 
     match get_string(ctx, obj, "x-kubernetes-list-type", path).as_deref() {
@@ -517,6 +477,61 @@ fn compile_node(ctx: &mut Ctx, v: &Value, path: &str, place: Place, depth: usize
             "Invalid value: must only be used if type is array",
         );
     }
+    if let Some(items) = obj.get("items") {
+        let p = at("items");
+        if items.is_array() {
+            ctx.err(
+                p,
+                Reason::FieldValueForbidden,
+                "Forbidden: items must be a schema object and not an array",
+            );
+        } else {
+            let inner = if place == Place::Junctor {
+                Place::Junctor
+            } else {
+                Place::Items
+            };
+            let keyed = matches!(n.list_type, Some(ListType::Map) | Some(ListType::Set));
+            n.items =
+                compile_node(ctx, items, &p, inner, depth + 1, correlatable && keyed).map(Box::new);
+        }
+    } else if n.ty == Some(Type::Array) {
+        ctx.err(
+            at("items"),
+            Reason::FieldValueRequired,
+            "Required value: must be specified",
+        );
+    }
+
+    for (key, list) in [
+        ("allOf", &mut n.all_of),
+        ("anyOf", &mut n.any_of),
+        ("oneOf", &mut n.one_of),
+    ] {
+        match obj.get(key) {
+            None => {}
+            Some(Value::Array(items)) => {
+                for (i, s) in items.iter().enumerate() {
+                    let p = format!("{path}.{key}[{i}]");
+                    if let Some(c) =
+                        compile_node(ctx, s, &p, Place::Junctor, depth + 1, correlatable)
+                    {
+                        list.push(c);
+                    }
+                }
+            }
+            Some(other) => ctx.err(
+                at(key),
+                Reason::FieldValueTypeInvalid,
+                format!("Invalid value: {}: must be a list", crate::fmt_value(other)),
+            ),
+        }
+    }
+    if let Some(s) = obj.get("not") {
+        n.not =
+            compile_node(ctx, s, &at("not"), Place::Junctor, depth + 1, correlatable).map(Box::new);
+    }
+
     if let Some(keys) = obj.get("x-kubernetes-list-map-keys") {
         let kp = at("x-kubernetes-list-map-keys");
         match keys.as_array() {
@@ -555,13 +570,13 @@ fn compile_node(ctx: &mut Ctx, v: &Value, path: &str, place: Place, depth: usize
         match rules_v.as_array() {
             Some(list) => {
                 for (i, r) in list.iter().enumerate() {
-                    match rules::compile_rule(
-                        ctx.env,
-                        r,
-                        &n,
-                        place == Place::Root,
-                        &format!("{rp}[{i}]"),
-                    ) {
+                    let rule_at = rules::RuleAt {
+                        at_root: place == Place::Root,
+                        correlatable,
+                        path: format!("{rp}[{i}]"),
+                        node_path: path,
+                    };
+                    match rules::compile_rule(ctx.env, r, &n, &rule_at) {
                         Ok(rule) => n.rules.push(rule),
                         Err(mut e) => ctx.errs.append(&mut e),
                     }
@@ -608,6 +623,14 @@ fn check_map_keys(ctx: &mut Ctx, n: &Node, path: &str) {
                 Reason::FieldValueInvalid,
                 format!(
                     "Invalid value: {}: entries must all be names of item properties",
+                    quote(k)
+                ),
+            ),
+            Some(p) if p.default.is_none() && !items.required.contains(k) => ctx.err(
+                format!("{kp}[{i}]"),
+                Reason::FieldValueInvalid,
+                format!(
+                    "Invalid value: {}: entries must all be names of item properties that are required or have a default",
                     quote(k)
                 ),
             ),

@@ -54,13 +54,25 @@ fn parse(env: &Env, src: &str) -> Result<Program, String> {
     }
 }
 
+/// Where a rule is declared.
+pub(crate) struct RuleAt<'a> {
+    pub at_root: bool,
+    /// Whether old values can be paired with new ones here (see compile).
+    pub correlatable: bool,
+    /// The rule's own path, `...x-kubernetes-validations[i]`.
+    pub path: String,
+    /// The path of the schema node declaring it.
+    pub node_path: &'a str,
+}
+
 pub(crate) fn compile_rule(
     env: &Env,
     v: &Value,
     node: &Node,
-    at_root: bool,
-    path: &str,
+    at: &RuleAt,
 ) -> Result<Rule, Vec<FieldError>> {
+    let path = at.path.as_str();
+    let at_root = at.at_root;
     let mut errs = Vec::new();
     let Some(obj) = v.as_object() else {
         return Err(vec![FieldError::new(
@@ -228,6 +240,17 @@ pub(crate) fn compile_rule(
                 .as_ref()
                 .is_some_and(|m| m.references().has_variable("oldSelf"))
     });
+    if transition && !at.correlatable {
+        errs.push(FieldError::new(
+            format!("{path}.rule"),
+            Reason::FieldValueInvalid,
+            format!(
+                "Invalid value: {}: oldSelf cannot be used on the uncorrelatable portion of the schema within {}",
+                quote(&source),
+                at.node_path
+            ),
+        ));
+    }
     if optional_old_self && !transition {
         errs.push(FieldError::new(
             format!("{path}.optionalOldSelf"),

@@ -731,7 +731,7 @@ fn keyword_table() {
         case(
             "list-type map",
             json!({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name", "proto"],
-                "items": {"type": "object", "properties": {"name": {"type": "string"}, "proto": {"type": "string", "default": "TCP"}, "port": {"type": "integer"}}}}),
+                "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "proto": {"type": "string", "default": "TCP"}, "port": {"type": "integer"}}}}),
             vec![json!([{"name": "a", "port": 1}, {"name": "a", "proto": "UDP", "port": 1}])],
             json!([{"name": "a", "port": 1}, {"name": "a", "proto": "TCP", "port": 2}]),
             "spec.f[1]",
@@ -1393,6 +1393,31 @@ fn compile_rejections_table() {
             in_spec(json!({"type": "string", "allOf": [{"type": "string"}]})),
             format!("{spec}.allOf[0].type"),
             FieldValueForbidden,
+        ),
+        (
+            in_spec(
+                json!({"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}},
+                "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a"]}),
+            ),
+            format!("{spec}.x-kubernetes-list-map-keys[0]"),
+            FieldValueInvalid,
+        ),
+        (
+            in_spec(
+                json!({"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}},
+                "x-kubernetes-validations": [{"rule": "self.a == oldSelf.a"}]}}),
+            ),
+            format!("{spec}.items.x-kubernetes-validations[0].rule"),
+            FieldValueInvalid,
+        ),
+        (
+            in_spec(
+                json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "atomic",
+                "items": {"type": "object", "properties": {"o": {"type": "object", "properties": {"a": {"type": "string"}},
+                    "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}}}}),
+            ),
+            format!("{spec}.properties[l].items.properties[o].x-kubernetes-validations[0].rule"),
+            FieldValueInvalid,
         ),
         (
             in_spec(json!({"type": "string", "$ref": "#/definitions/x"})),
