@@ -457,30 +457,63 @@ fn ssa_merge(live: &Value, applied: &Value, path: &str, strat: Strategy) -> Valu
             let st = strat(path);
             match (list_kind(l, &st), list_kind(a, &st)) {
                 (ListKind::Map(key), ListKind::Map(_)) => {
-                    let mut out = l.clone();
-                    for item in a {
-                        let k = item.get(key);
-                        match out.iter().position(|o| o.get(key) == k) {
-                            Some(i) => out[i] = ssa_merge(&out[i], item, path, strat),
-                            None => out.push(without_nulls(item)),
-                        }
-                    }
-                    Value::Array(out)
+                    let id = |v: &Value| v.get(key).cloned().unwrap_or(Value::Null);
+                    Value::Array(merge_ordered(l, a, &id, &|lv, av| match lv {
+                        Some(lv) => ssa_merge(lv, av, path, strat),
+                        None => without_nulls(av),
+                    }))
                 }
                 (ListKind::Set, ListKind::Set) => {
-                    let mut out = l.clone();
-                    for item in a {
-                        if !out.contains(item) {
-                            out.push(item.clone());
-                        }
-                    }
-                    Value::Array(out)
+                    Value::Array(merge_ordered(l, a, &|v| v.clone(), &|_, av| av.clone()))
                 }
                 _ => without_nulls(applied),
             }
         }
         _ => without_nulls(applied),
     }
+}
+
+/// Merges two associative lists the way structured-merge-diff orders them:
+/// applied items keep the applied order, live-only items stay where they
+/// were relative to it.
+fn merge_ordered(
+    live: &[Value],
+    applied: &[Value],
+    id: &dyn Fn(&Value) -> Value,
+    merge: &dyn Fn(Option<&Value>, &Value) -> Value,
+) -> Vec<Value> {
+    let live_ids: Vec<Value> = live.iter().map(id).collect();
+    let applied_ids: Vec<Value> = applied.iter().map(id).collect();
+    let live_item = |k: &Value| live_ids.iter().position(|x| x == k).map(|i| &live[i]);
+    let mut out = Vec::with_capacity(live.len() + applied.len());
+    let mut emitted: Vec<Value> = Vec::new();
+    let (mut li, mut ri) = (0, 0);
+    while li < live.len() || ri < applied.len() {
+        if li < live.len() {
+            let lid = &live_ids[li];
+            if emitted.contains(lid) {
+                li += 1;
+                continue;
+            }
+            if !applied_ids.contains(lid) {
+                out.push(live[li].clone());
+                emitted.push(lid.clone());
+                li += 1;
+                continue;
+            }
+        }
+        if ri < applied.len() {
+            let rid = &applied_ids[ri];
+            if !emitted.contains(rid) {
+                out.push(merge(live_item(rid), &applied[ri]));
+                emitted.push(rid.clone());
+            }
+            ri += 1;
+        } else {
+            li += 1;
+        }
+    }
+    out
 }
 
 /// A null in an applied configuration unsets the field rather than
@@ -1233,6 +1266,28 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out["spec"]["disks"], json!([{"name": "b", "size": 2}]));
+    }
+
+    #[test]
+    fn keyed_list_merge_order() {
+        let strat = |p: &str| (p == "spec.l").then(|| ListStrategy::MergeByKey("n".into()));
+        let obj = |l: Value| json!({"apiVersion": "x/v1", "kind": "H", "metadata": {"name": "h"}, "spec": {"l": l}});
+        let live = obj(json!([{"n": "a"}, {"n": "x"}, {"n": "b"}, {"n": "y"}]));
+        let out = apply_with(
+            Some(&live),
+            &obj(json!([{"n": "b", "v": 1}, {"n": "a"}, {"n": "c"}])),
+            &opts("m", false, "T"),
+            &strat,
+        )
+        .unwrap();
+        let names: Vec<&str> = out["spec"]["l"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["n"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["b", "a", "x", "y", "c"]);
+        assert_eq!(out["spec"]["l"][0], json!({"n": "b", "v": 1}));
     }
 
     #[test]
