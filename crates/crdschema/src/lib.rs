@@ -5,6 +5,19 @@
 //! [`Schema::default`], [`Schema::prune`] and [`Schema::validate`] in that
 //! order, as kube-apiserver's apiextensions does.
 //!
+//! Field paths and messages follow kube-apiserver: OpenAPI errors carry
+//! go-openapi's wording (`spec.x in body should match '...'`) and dotted map
+//! keys; CEL errors carry `Invalid value: "<type>": <message>` and bracketed
+//! map keys (`spec.labels[env]`).
+//!
+//! CEL rules see `self` (and `oldSelf` on update) typed by the schema:
+//! `integer` as int, `number` as double, `date-time`/`date` strings as
+//! timestamps, `duration` as durations, `byte` as bytes. Besides the CEL
+//! standard library and the strings and lists extensions, Kubernetes'
+//! `isSorted`, `sum`, `min`, `max`, `find`, `findAll` and `isURL` are
+//! available. Not provided: CEL cost limits, and the `quantity`, `ip`,
+//! `cidr`, `url` and `authz` libraries.
+//!
 //! ```
 //! use ferrometal_crdschema::{Reason, Schema};
 //! use serde_json::json;

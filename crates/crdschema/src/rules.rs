@@ -31,7 +31,7 @@ pub(crate) struct Rule {
     program: Program,
     message: Option<String>,
     message_expression: Option<Program>,
-    /// Rendered relative path appended to the node's path, e.g. `.spec.bmc`.
+    /// Field names from `fieldPath`, appended to the node's path.
     field_path: Vec<String>,
     reason: Reason,
     optional_old_self: bool,
