@@ -116,7 +116,43 @@ pub fn serve(core: &Core, doc: Doc, _headers: &HeaderMap) -> Result<Response, Ap
             if !snap.resources.iter().any(|r| r.group == g && r.version == v) {
                 return Err(ApiError::path_not_found());
             }
-            ok(openapi::v3_document(&g, &v, &schemas(&snap, Some((&g, &v)))))
+            let mut doc = openapi::v3_document(&g, &v, &schemas(&snap, Some((&g, &v))));
+            add_write_params(&mut doc);
+            ok(doc)
+        }
+    }
+}
+
+/// Declares the write query parameters on every write operation. kubectl looks for
+/// `fieldValidation` on PATCH to decide it may leave validation to the server; without it, it
+/// falls back to the protobuf-only OpenAPI v2 document.
+fn add_write_params(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for item in paths.values_mut() {
+        for method in ["post", "put", "patch"] {
+            let Some(op) = item.get_mut(method).and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let params = op.entry("parameters").or_insert_with(|| json!([]));
+            let Some(params) = params.as_array_mut() else {
+                continue;
+            };
+            for name in ["dryRun", "fieldManager", "fieldValidation"] {
+                if !params.iter().any(|p| p.get("name") == Some(&json!(name))) {
+                    params.push(json!({
+                        "name": name, "in": "query", "uniqueItems": true,
+                        "schema": {"type": "string"},
+                    }));
+                }
+            }
+            if method == "patch" && !params.iter().any(|p| p.get("name") == Some(&json!("force"))) {
+                params.push(json!({
+                    "name": "force", "in": "query", "uniqueItems": true,
+                    "schema": {"type": "boolean"},
+                }));
+            }
         }
     }
 }

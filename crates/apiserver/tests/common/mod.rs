@@ -72,9 +72,15 @@ pub fn init_tracing() {
 
 /// Opens `dir` and serves it on `addr` (port 0 for a free one).
 pub async fn start(dir: &Path, addr: &str, tls: bool) -> TestServer {
-    init_tracing();
     let mut cfg = ServerConfig::new(dir);
     cfg.tls = tls;
+    start_with(cfg, addr).await
+}
+
+pub async fn start_with(cfg: ServerConfig, addr: &str) -> TestServer {
+    init_tracing();
+    let dir = cfg.data_dir.clone();
+    let dir = dir.as_path();
     let api = Arc::new(ApiServer::open(cfg).await.expect("server opens"));
     // Rebinding the same port right after a restart can briefly fail while the old socket
     // closes.

@@ -1,0 +1,314 @@
+//! The HTTP surface seen raw: authentication, bad input, discovery, tables and watch edge cases.
+
+mod common;
+
+use common::*;
+use ferrometal_apiserver::ServerConfig;
+use serde_json::{Value, json};
+
+fn parse(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_rejected_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(dir.path(), "127.0.0.1:0", false).await;
+    install_widgets(&srv.api.client()).await;
+    let t = srv.token();
+    let tok = Some(t.as_str());
+    let a = srv.addr;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let good = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ok"}}"#;
+    let before = srv.api.revision();
+
+    // No token, wrong token.
+    let (code, body) = raw(a, "POST", cms, None, "application/json", good).await;
+    assert_eq!(code, 401);
+    let st = parse(&body);
+    assert_eq!((st["kind"].as_str(), st["reason"].as_str()), (Some("Status"), Some("Unauthorized")));
+    let (code, _) = raw(a, "GET", cms, Some("wrong"), "application/json", b"").await;
+    assert_eq!(code, 401);
+    let (code, _) = raw(a, "GET", "/version", None, "application/json", b"").await;
+    assert_eq!(code, 401);
+
+    // Malformed JSON and YAML.
+    let (code, body) = raw(a, "POST", cms, tok, "application/json", b"{\"metadata\": ").await;
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(parse(&body)["reason"], "BadRequest");
+    let (code, body) = raw(a, "POST", cms, tok, "application/yaml", b"metadata: [unclosed\n  name: x").await;
+    assert_eq!(code, 400, "{body}");
+    let (code, _) = raw(
+        a,
+        "PATCH",
+        "/apis/example.com/v1/namespaces/default/widgets/x",
+        tok,
+        "application/merge-patch+json",
+        b"{nope",
+    )
+    .await;
+    assert_eq!(code, 400);
+
+    // Unknown resources and paths.
+    for path in [
+        "/api/v1/namespaces/default/foos",
+        "/apis/nope.io/v1/things",
+        "/apis/example.com/v9/widgets",
+        "/nothing",
+    ] {
+        let (code, body) = raw(a, "GET", path, tok, "application/json", b"").await;
+        assert_eq!(code, 404, "{path}: {body}");
+        assert_eq!(parse(&body)["reason"], "NotFound");
+    }
+
+    // Schema and CEL violations: 422 with causes naming the fields.
+    let bad = json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "bad"},
+        "spec": {"size": 500, "color": "green"},
+    });
+    let (code, body) = raw(
+        a,
+        "POST",
+        "/apis/example.com/v1/namespaces/default/widgets",
+        tok,
+        "application/json",
+        bad.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    let st = parse(&body);
+    assert_eq!(st["reason"], "Invalid");
+    assert_eq!(st["details"]["kind"], "Widget");
+    assert_eq!(st["details"]["group"], "example.com");
+    let fields: Vec<&str> = st["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert!(fields.contains(&"spec.color"), "{fields:?}");
+    assert!(fields.contains(&"spec"), "{fields:?}");
+    let missing = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "m"}, "spec": {}});
+    let (code, body) = raw(
+        a,
+        "POST",
+        "/apis/example.com/v1/namespaces/default/widgets",
+        tok,
+        "application/json",
+        missing.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert!(body.contains("Widget.example.com \"m\" is invalid: "), "{body}");
+    assert!(
+        parse(&body)["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.size: Required value"),
+        "{body}"
+    );
+
+    // Wrong kind for the URL, name mismatch on update.
+    let (code, _) = raw(
+        a,
+        "POST",
+        cms,
+        tok,
+        "application/json",
+        br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}"#,
+    )
+    .await;
+    assert_eq!(code, 400);
+
+    assert_eq!(srv.api.revision(), before, "nothing was written");
+    let (code, _) = raw(a, "POST", cms, tok, "application/json", good).await;
+    assert_eq!(code, 201);
+    assert_eq!(srv.api.revision(), before + 1);
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(dir.path(), "127.0.0.1:0", false).await;
+    install_widgets(&srv.api.client()).await;
+    let t = srv.token();
+    let get = |path: &'static str| {
+        let t = t.clone();
+        async move {
+            let (code, body) = raw(srv.addr, "GET", path, Some(&t), "application/json", b"").await;
+            assert_eq!(code, 200, "{path}: {body}");
+            parse(&body)
+        }
+    };
+    let v = get("/version").await;
+    assert_eq!((v["major"].as_str(), v["minor"].as_str()), (Some("1"), Some("32")));
+    assert_eq!(get("/api").await["versions"], json!(["v1"]));
+    let apis = get("/apis").await;
+    let groups: Vec<&str> = apis["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    for g in ["apiextensions.k8s.io", "coordination.k8s.io", "events.k8s.io", "example.com"] {
+        assert!(groups.contains(&g), "{groups:?}");
+    }
+    let core = get("/api/v1").await;
+    let names: Vec<&str> = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    for r in ["namespaces", "namespaces/status", "secrets", "configmaps", "events"] {
+        assert!(names.contains(&r), "{names:?}");
+    }
+    let ex = get("/apis/example.com/v1").await;
+    let w = &ex["resources"][0];
+    assert_eq!(w["name"], "widgets");
+    assert_eq!(w["singularName"], "widget");
+    assert_eq!(w["kind"], "Widget");
+    assert_eq!(w["namespaced"], true);
+    assert_eq!(w["shortNames"], json!(["wd"]));
+    assert!(w["verbs"].as_array().unwrap().contains(&json!("watch")));
+    assert_eq!(ex["resources"][1]["name"], "widgets/status");
+
+    let index = get("/openapi/v3").await;
+    assert!(index["paths"]["apis/example.com/v1"]["serverRelativeURL"].is_string(), "{index}");
+    let doc = get("/openapi/v3/apis/example.com/v1").await;
+    let text = doc.to_string();
+    assert!(text.contains("size must be below 100") || text.contains("\"size\""), "{text}");
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_output_uses_printer_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(dir.path(), "127.0.0.1:0", false).await;
+    let client = srv.api.client();
+    install_widgets(&client).await;
+    let widgets: kube::Api<Widget> = kube::Api::default_namespaced(client);
+    widgets
+        .create(&Default::default(), &widget("t1", 4))
+        .await
+        .unwrap();
+    let mut s = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let req = format!(
+        "GET /apis/example.com/v1/namespaces/default/widgets HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {}\r\nAccept: application/json;as=Table;v=v1;g=meta.k8s.io,application/json\r\n\r\n",
+        srv.token()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let body = out.split_once("\r\n\r\n").unwrap().1;
+    let t = parse(body);
+    assert_eq!(t["kind"], "Table");
+    let cols: Vec<&str> = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    // With additionalPrinterColumns there is no implicit Age column, as on kube-apiserver.
+    assert_eq!(cols, ["Name", "Size", "Phase"]);
+    assert_eq!(t["rows"][0]["cells"][0], "t1");
+    assert_eq!(t["rows"][0]["cells"][1], 4);
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_too_old_is_gone_and_timeout_ends_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = ServerConfig::new(dir.path());
+    cfg.tls = false;
+    cfg.history = 16;
+    let srv = start_with(cfg, "127.0.0.1:0").await;
+    let t = srv.token();
+    let tok = Some(t.as_str());
+    let cms = "/api/v1/namespaces/default/configmaps";
+    for i in 0..40 {
+        let body = json!({"metadata": {"name": format!("c{i}")}}).to_string();
+        let (code, _) = raw(srv.addr, "POST", cms, tok, "application/json", body.as_bytes()).await;
+        assert_eq!(code, 201);
+    }
+    let (code, body) = raw(
+        srv.addr,
+        "GET",
+        &format!("{cms}?watch=true&resourceVersion=2&timeoutSeconds=5"),
+        tok,
+        "application/json",
+        b"",
+    )
+    .await;
+    assert_eq!(code, 200);
+    let ev = parse(body.lines().next().unwrap());
+    assert_eq!(ev["type"], "ERROR");
+    assert_eq!(ev["object"]["code"], 410);
+    assert_eq!(ev["object"]["reason"], "Expired");
+
+    // A recent version replays what followed it, then the timeout closes the stream.
+    let rv = srv.api.revision() - 2;
+    let (code, body) = raw(
+        srv.addr,
+        "GET",
+        &format!("{cms}?watch=true&resourceVersion={rv}&timeoutSeconds=1"),
+        tok,
+        "application/json",
+        b"",
+    )
+    .await;
+    assert_eq!(code, 200);
+    let names: Vec<String> = body
+        .lines()
+        .map(|l| {
+            let e = parse(l);
+            format!("{} {}", e["type"].as_str().unwrap(), e["object"]["metadata"]["name"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(names, ["ADDED c38", "ADDED c39"]);
+
+    // Label selector on a watch sees an object leave the selection as DELETED.
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_preconditions_and_finalizers() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(dir.path(), "127.0.0.1:0", false).await;
+    let t = srv.token();
+    let tok = Some(t.as_str());
+    let path = "/api/v1/namespaces/default/configmaps";
+    let body = json!({"metadata": {"name": "f", "finalizers": ["example.com/hold"]}}).to_string();
+    let (code, created) = raw(srv.addr, "POST", path, tok, "application/json", body.as_bytes()).await;
+    assert_eq!(code, 201);
+    let created = parse(&created);
+    let one = format!("{path}/f");
+    let pre = json!({"preconditions": {"uid": "not-the-uid"}}).to_string();
+    let (code, body) = raw(srv.addr, "DELETE", &one, tok, "application/json", pre.as_bytes()).await;
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("Precondition failed: UID in precondition"), "{body}");
+    let pre = json!({"preconditions": {"uid": created["metadata"]["uid"]}}).to_string();
+    let (code, body) = raw(srv.addr, "DELETE", &one, tok, "application/json", pre.as_bytes()).await;
+    assert_eq!(code, 200, "{body}");
+    let pending = parse(&body);
+    assert!(pending["metadata"]["deletionTimestamp"].is_string(), "{body}");
+    let (code, body) = raw(srv.addr, "GET", &one, tok, "application/json", b"").await;
+    assert_eq!(code, 200);
+    assert!(parse(&body)["metadata"]["deletionTimestamp"].is_string());
+    let (code, _) = raw(
+        srv.addr,
+        "PATCH",
+        &one,
+        tok,
+        "application/merge-patch+json",
+        br#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, _) = raw(srv.addr, "GET", &one, tok, "application/json", b"").await;
+    assert_eq!(code, 404);
+    srv.stop().await;
+}
