@@ -376,23 +376,38 @@ pub fn live_iso_url<'a>(host: &HostInfo, deployment: &'a Deployment) -> Result<&
 /// them the result would be useless for scheduling, so that is an inspection error that names
 /// what is missing and what the BMC said.
 pub fn hardware_details(inv: &Inventory, boot_mac: Option<&str>) -> Result<HardwareDetails> {
-    let reported = || {
-        if inv.warnings.is_empty() {
+    // The warnings about the missing part say why; the others would only bury them.
+    let reported = |part: &str| {
+        let about: Vec<&str> = inv
+            .warnings
+            .iter()
+            .filter(|w| w.starts_with(part))
+            .map(String::as_str)
+            .collect();
+        let shown = if about.is_empty() {
+            inv.warnings.iter().map(String::as_str).collect()
+        } else {
+            about
+        };
+        if shown.is_empty() {
             String::new()
         } else {
-            format!(" (BMC reported: {})", inv.warnings.join("; "))
+            format!(" (BMC reported: {})", shown.join("; "))
         }
     };
     if inv.cpus.is_empty() {
         return Err(ProvisionerError::new(
             ErrorKind::Failed,
-            format!("inspection found no processors{}", reported()),
+            format!("inspection found no processors{}", reported("processors")),
         ));
     }
     if inv.nics.is_empty() {
         return Err(ProvisionerError::new(
             ErrorKind::Failed,
-            format!("inspection found no network interfaces{}", reported()),
+            format!(
+                "inspection found no network interfaces{}",
+                reported("ethernet interfaces")
+            ),
         ));
     }
     let first = &inv.cpus[0];
@@ -901,7 +916,10 @@ mod tests {
     fn missing_cpus_or_nics_is_a_named_inspection_error() {
         let mut inv = inventory();
         inv.cpus.clear();
-        inv.warnings = vec!["processors: the BMC reports none".into()];
+        inv.warnings = vec![
+            "memory: HTTP 404".into(),
+            "processors: the BMC reports none".into(),
+        ];
         let err = hardware_details(&inv, None).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Failed);
         assert_eq!(
@@ -912,6 +930,12 @@ mod tests {
         inv.nics.clear();
         let err = hardware_details(&inv, None).unwrap_err();
         assert_eq!(err.message, "inspection found no network interfaces");
+        inv.warnings = vec!["storage: HTTP 500".into()];
+        let err = hardware_details(&inv, None).unwrap_err();
+        assert_eq!(
+            err.message,
+            "inspection found no network interfaces (BMC reported: storage: HTTP 500)"
+        );
     }
 
     #[tokio::test]
