@@ -549,6 +549,15 @@ fn eval_rule(
                 rule.source.trim()
             ),
         )),
+        Err(e) if e.starts_with("no such overload") => errs.push(FieldError::new(
+            path.render(),
+            Reason::FieldValueInvalid,
+            format!(
+                "Invalid value: {}: '{e}': call arguments did not match a supported operator, function or macro signature for rule: {}",
+                quote(type_name),
+                rule.source.trim()
+            ),
+        )),
         Err(e) => errs.push(FieldError::new(
             path.render(),
             Reason::FieldValueInvalid,
@@ -597,9 +606,28 @@ fn run(
         } else if let Some(o) = old_val {
             ctx.add_variable_from_value("oldSelf", o.clone());
         }
-        program.execute(&ctx).map_err(|e| e.to_string())
+        program.execute(&ctx).map_err(|e| eval_error_text(&e))
     }));
     outcome.unwrap_or_else(|_| Err("internal error while evaluating the rule".to_string()))
+}
+
+/// The evaluation error as cel-go, and so kube-apiserver, words the common
+/// ones; others keep cel's own wording.
+fn eval_error_text(e: &cel::ExecutionError) -> String {
+    use cel::ExecutionError as E;
+    match e {
+        E::NoSuchKey(k) => format!("no such key: {k}"),
+        E::DivisionByZero(_) => "division by zero".to_string(),
+        E::RemainderByZero(_) => "modulus by zero".to_string(),
+        E::Overflow(..) => "integer overflow".to_string(),
+        E::IndexOutOfBounds(i) => match i {
+            cel::Value::Int(i) => format!("index out of bounds: {i}"),
+            cel::Value::UInt(i) => format!("index out of bounds: {i}"),
+            _ => "index out of bounds".to_string(),
+        },
+        E::NoSuchOverload(_) => "no such overload".to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// JSON to CEL, guided by the schema as Kubernetes types it: integers
