@@ -133,6 +133,31 @@ enum Tok {
     NotIn,
 }
 
+impl std::fmt::Display for Tok {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self {
+            Tok::Ident(w) => return write!(f, "{w:?}"),
+            Tok::Comma => "','",
+            Tok::Open => "'('",
+            Tok::Close => "')'",
+            Tok::Not => "'!'",
+            Tok::Eq => "'='",
+            Tok::DoubleEq => "'=='",
+            Tok::NotEq => "'!='",
+            Tok::Gt => "'>'",
+            Tok::Lt => "'<'",
+            Tok::In => "'in'",
+            Tok::NotIn => "'notin'",
+        };
+        f.write_str(s)
+    }
+}
+
+/// Names a token, or the end of the input, for error messages.
+fn show(t: Option<&Tok>) -> String {
+    t.map_or_else(|| "end of input".to_string(), Tok::to_string)
+}
+
 fn is_ident_char(c: char) -> bool {
     !c.is_whitespace() && !matches!(c, ',' | '(' | ')' | '!' | '=' | '<' | '>')
 }
@@ -229,7 +254,12 @@ impl Parser<'_> {
             // "in"/"notin" are legal key names when used as such.
             Some(Tok::In) => "in".to_string(),
             Some(Tok::NotIn) => "notin".to_string(),
-            other => return Err(self.err(format!("expected a label key, found {other:?}"))),
+            other => {
+                return Err(self.err(format!(
+                    "expected a label key, found {}",
+                    show(other.as_ref())
+                )));
+            }
         };
         validate_key(self.input, &key)?;
         if negated {
@@ -238,7 +268,7 @@ impl Parser<'_> {
                     key,
                     op: Op::DoesNotExist,
                 }),
-                Some(t) => Err(self.err(format!("unexpected {t:?} after !{key}"))),
+                Some(t) => Err(self.err(format!("unexpected {t} after !{key}"))),
             };
         }
         let op = match self.peek() {
@@ -262,7 +292,7 @@ impl Parser<'_> {
                     .map_err(|_| self.err(format!("value {v:?} for {key} must be an integer")))?;
                 if op == Tok::Gt { Op::Gt(n) } else { Op::Lt(n) }
             }
-            t => return Err(self.err(format!("expected an operator after {key}, found {t:?}"))),
+            t => return Err(self.err(format!("expected an operator after {key}, found {t}"))),
         };
         Ok(Requirement { key, op })
     }
@@ -276,7 +306,7 @@ impl Parser<'_> {
                 Some(Tok::In) => "in".into(),
                 _ => "notin".into(),
             },
-            Some(t) => return Err(self.err(format!("expected a value, found {t:?}"))),
+            Some(t) => return Err(self.err(format!("expected a value, found {t}"))),
         };
         validate_value(self.input, &v)?;
         Ok(v)
@@ -302,7 +332,10 @@ impl Parser<'_> {
                 }
                 Some(Tok::Close) => break,
                 other => {
-                    return Err(self.err(format!("unexpected {other:?} in value set for {key}")));
+                    return Err(self.err(format!(
+                        "unexpected {} in value set for {key}",
+                        show(other.as_ref())
+                    )));
                 }
             }
             match self.next() {
@@ -314,7 +347,8 @@ impl Parser<'_> {
                 Some(Tok::Close) => break,
                 other => {
                     return Err(self.err(format!(
-                        "expected ',' or ')' in value set for {key}, found {other:?}"
+                        "expected ',' or ')' in value set for {key}, found {}",
+                        show(other.as_ref())
                     )));
                 }
             }
@@ -348,7 +382,7 @@ impl LabelSelector {
                         return Err(invalid(s, "trailing ','"));
                     }
                 }
-                Some(t) => return Err(invalid(s, format!("unexpected {t:?}"))),
+                Some(t) => return Err(invalid(s, format!("unexpected {t}"))),
             }
         }
         Ok(Self { requirements })
@@ -728,6 +762,17 @@ mod tests {
                 "error should name the input: {msg}"
             );
         }
+    }
+
+    #[test]
+    fn label_selector_error_messages_are_readable() {
+        let msg = LabelSelector::parse("a in (").unwrap_err().to_string();
+        assert_eq!(
+            msg,
+            "invalid selector \"a in (\": unexpected end of input in value set for a"
+        );
+        let msg = LabelSelector::parse("a=b )").unwrap_err().to_string();
+        assert!(msg.ends_with("unexpected ')'"), "{msg}");
     }
 
     #[test]
