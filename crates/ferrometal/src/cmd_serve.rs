@@ -1,5 +1,6 @@
 //! `ferrometal serve`: the embedded API server (controllers join it in a later step).
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -49,12 +50,16 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         .with_context(|| format!("listening on {}", args.listen))?;
     let url = server.url_for(listener.local_addr()?);
     let kubeconfig = server.write_kubeconfig(&url)?;
-    println!("kubeconfig: {}", kubeconfig.display());
-    println!("url: {url}");
-    println!(
+    // A closed stdout (the launcher went away) must not stop the server.
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "kubeconfig: {}", kubeconfig.display());
+    let _ = writeln!(out, "url: {url}");
+    let _ = writeln!(
+        out,
         "try: kubectl --kubeconfig {} get namespaces",
         kubeconfig.display()
     );
+    let _ = out.flush();
 
     // Controllers will be started here with `server.client()` (in-process transport).
 

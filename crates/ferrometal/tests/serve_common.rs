@@ -1,0 +1,143 @@
+//! Runs `ferrometal serve` as a child process on a free loopback port.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+pub struct Serve {
+    pub child: Child,
+    pub dir: PathBuf,
+    pub port: u16,
+    pub kubeconfig: PathBuf,
+    pub url: String,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts the server and waits until it printed its kubeconfig path and accepts connections.
+pub fn serve(dir: &Path, port: u16, extra: &[&str]) -> Serve {
+    let mut last_err = String::new();
+    std::fs::create_dir_all(dir).unwrap();
+    // The port may still be held by a previous, killed instance for a moment.
+    for _ in 0..50 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
+            .args(["serve", "--data-dir"])
+            .arg(dir)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .env("FERROMETAL_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
+            .spawn()
+            .expect("spawn ferrometal");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        // Keep draining stdout so the server never writes into a closed pipe.
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut kubeconfig = None;
+        let mut url = None;
+        while let Ok(line) = rx.recv_timeout(Duration::from_secs(60)) {
+            if let Some(p) = line.strip_prefix("kubeconfig: ") {
+                kubeconfig = Some(PathBuf::from(p));
+            }
+            if let Some(u) = line.strip_prefix("url: ") {
+                url = Some(u.to_string());
+                break;
+            }
+        }
+        match (kubeconfig, url) {
+            (Some(kubeconfig), Some(url)) => {
+                return Serve {
+                    child,
+                    dir: dir.to_path_buf(),
+                    port,
+                    kubeconfig,
+                    url,
+                };
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                last_err = std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    panic!("ferrometal serve did not start: {last_err}");
+}
+
+impl Serve {
+    /// Runs kubectl against this server with a private cache.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_stdin(args, None)
+    }
+
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.join("kubectl-cache"))
+            .args(args)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("kubectl is installed");
+        if let Some(input) = stdin {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    /// kubectl that must succeed; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    /// kubectl that must fail; returns stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} unexpectedly succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).to_string()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
