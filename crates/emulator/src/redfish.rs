@@ -325,15 +325,22 @@ fn with_etag(mut resp: Resp, etag: &str) -> Resp {
 }
 
 fn get_system(app: &App, index: usize, expand: Option<Expand>) -> Resp {
-    let (doc, etag) = {
-        let s = app.systems[index].lock(Instant::now());
-        let doc = match expand {
-            Some(expand) => inventory::system_expanded(index, &s, &app.reset_types, expand),
-            None => inventory::system(index, &s, &app.reset_types),
-        };
-        (doc, s.etag())
+    let s = app.systems[index].lock(Instant::now());
+    let etag = s.etag();
+    let resp = match expand {
+        // The plain GET is the hot path: rendered straight to bytes.
+        None => {
+            let body = inventory::system_json(index, &s, &app.reset_types_json);
+            drop(s);
+            json_bytes(StatusCode::OK, body)
+        }
+        Some(expand) => {
+            let doc = inventory::system_expanded(index, &s, &app.reset_types, expand);
+            drop(s);
+            json(StatusCode::OK, &doc)
+        }
     };
-    with_etag(json(StatusCode::OK, &doc), &etag)
+    with_etag(resp, &etag)
 }
 
 /// Decodes `%XX` escapes; clients differ in which of `$().=` they escape.

@@ -86,6 +86,8 @@ pub struct App {
     /// `base64(user:password)`, compared against the Basic credentials as is.
     basic_credentials: String,
     pub reset_types: Vec<&'static str>,
+    /// `reset_types` as a JSON array, spliced into every system document.
+    pub reset_types_json: String,
     pub by_method: MethodCells,
     pub sessions: Mutex<Sessions>,
     /// Documents that never change, rendered once.
@@ -98,11 +100,13 @@ impl App {
     pub fn new(config: EmulatorConfig) -> Self {
         let basic_credentials = base64::engine::general_purpose::STANDARD
             .encode(format!("{}:{}", config.username, config.password));
-        let reset_types = RESET_TYPES
+        let reset_types: Vec<&'static str> = RESET_TYPES
             .iter()
             .copied()
             .filter(|t| !(config.omit_power_cycle && *t == "PowerCycle"))
             .collect();
+        let reset_types_json =
+            serde_json::to_string(&reset_types).expect("a list of strings serialises");
         Self {
             systems: (0..config.systems)
                 .map(|_| SystemCell::new(config.initial_power))
@@ -112,6 +116,7 @@ impl App {
             username: config.username,
             password: config.password,
             reset_types,
+            reset_types_json,
             by_method: MethodCells::default(),
             sessions: Mutex::new(Sessions::default()),
             service_root: inventory::service_root().into(),
