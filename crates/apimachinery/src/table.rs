@@ -72,6 +72,7 @@ const EVENT_OBJECT: &str = "#eventObject";
 const EVENT_SOURCE: &str = "#eventSource";
 const EVENT_COUNT: &str = "#eventCount";
 const EVENT_MESSAGE: &str = "#eventMessage";
+const EVENT_SUBOBJECT: &str = "#eventSubobject";
 
 fn name_column() -> PrinterColumn {
     PrinterColumn::new("Name", "string", ".metadata.name", NAME_DESC).with_format("name")
@@ -138,7 +139,7 @@ pub fn columns_for_builtin(kind: &str) -> Vec<PrinterColumn> {
             PrinterColumn::new(
                 "Subobject",
                 "string",
-                ".involvedObject.fieldPath",
+                EVENT_SUBOBJECT,
                 "The subobject the event is about",
             )
             .with_priority(1),
@@ -330,6 +331,14 @@ fn cell(obj: &Value, col: &PrinterColumn, now: i64) -> Value {
         DATA_COUNT => {
             let count = |k: &str| obj.get(k).and_then(Value::as_object).map_or(0, Map::len);
             return ((count("data") + count("binaryData")) as i64).into();
+        }
+        EVENT_SUBOBJECT => {
+            // events.k8s.io/v1 calls involvedObject "regarding".
+            let p = match str_at(obj, "/involvedObject/fieldPath") {
+                "" => str_at(obj, "/regarding/fieldPath"),
+                p => p,
+            };
+            return p.into();
         }
         EVENT_MESSAGE => {
             let m = obj.get("message").or_else(|| obj.get("note"));
@@ -1030,11 +1039,12 @@ mod tests {
             json!({
                 "eventTime": "2024-01-01T00:58:00.000000Z",
                 "series": {"count": 4, "lastObservedTime": "2024-01-01T00:59:30.000000Z"},
-                "regarding": {"kind": "Node"}, "reportingController": "kubelet"
+                "regarding": {"kind": "Node", "fieldPath": "spec.x"}, "reportingController": "kubelet", "note": "n "
             }),
         );
         let t = to_table(&[ev2], &cols, IncludeObject::None, now, json!({}));
         let c = &cells(&t)[0];
+        assert_eq!((c[4].clone(), c[6].clone()), (json!("spec.x"), json!("n")));
         assert_eq!(
             (
                 c[0].clone(),
