@@ -72,6 +72,8 @@ pub enum Call {
 
 /// The result of a [`Call`].
 #[derive(Debug, Clone, PartialEq)]
+// Built once per reconcile and moved straight into the decision: boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Outcome {
     Capacity(bool),
     Registered(Registration),
@@ -1282,7 +1284,7 @@ impl<'a, 'b> Engine<'a, 'b> {
 
     fn finish(mut self) -> Decision {
         let mut st = std::mem::take(&mut self.st);
-        self.conditions(&mut st);
+        update_conditions(&mut st, self.input.generation, self.input.now);
         let original = self.input.status.cloned().unwrap_or_default();
         let mut unstamped = st.clone();
         unstamped.last_updated = original.last_updated.clone();
@@ -1299,55 +1301,55 @@ impl<'a, 'b> Engine<'a, 'b> {
         }
         self.d
     }
+}
 
-    fn conditions(&self, st: &mut BareMetalHostStatus) {
-        use ProvisioningState as S;
-        let now = rfc3339(self.input.now);
-        let generation = self.input.generation;
-        let state = st.provisioning.state;
-        let steady = matches!(
-            state,
-            S::Available | S::Provisioned | S::ExternallyProvisioned
-        );
-        let (ready, reason, message) = if let Some(t) = st.error_type {
-            (
-                false,
-                "Error".to_string(),
-                format!("{}: {}", t.as_str(), st.error_message),
-            )
-        } else if st.operational_status == OperationalStatus::Detached {
-            (false, "Detached".into(), "host is detached".into())
-        } else if st.operational_status == OperationalStatus::Delayed {
-            (false, "Delayed".into(), format!("{state} delayed"))
-        } else if steady {
-            (true, pascal(state), String::new())
+/// Keeps the `Ready` and `Provisioned` conditions consistent with the rest of the status.
+pub fn update_conditions(st: &mut BareMetalHostStatus, generation: Option<i64>, now: Timestamp) {
+    use ProvisioningState as S;
+    let now = rfc3339(now);
+    let state = st.provisioning.state;
+    let steady = matches!(
+        state,
+        S::Available | S::Provisioned | S::ExternallyProvisioned
+    );
+    let (ready, reason, message) = if let Some(t) = st.error_type {
+        (
+            false,
+            "Error".to_string(),
+            format!("{}: {}", t.as_str(), st.error_message),
+        )
+    } else if st.operational_status == OperationalStatus::Detached {
+        (false, "Detached".into(), "host is detached".into())
+    } else if st.operational_status == OperationalStatus::Delayed {
+        (false, "Delayed".into(), format!("{state} delayed"))
+    } else if steady {
+        (true, pascal(state), String::new())
+    } else {
+        (false, pascal(state), format!("host is {state}"))
+    };
+    set_condition(
+        &mut st.conditions,
+        "Ready",
+        ready,
+        &reason,
+        &message,
+        &now,
+        generation,
+    );
+    let provisioned = matches!(state, S::Provisioned | S::ExternallyProvisioned);
+    set_condition(
+        &mut st.conditions,
+        "Provisioned",
+        provisioned,
+        if provisioned {
+            "Provisioned"
         } else {
-            (false, pascal(state), format!("host is {state}"))
-        };
-        set_condition(
-            &mut st.conditions,
-            "Ready",
-            ready,
-            &reason,
-            &message,
-            &now,
-            generation,
-        );
-        let provisioned = matches!(state, S::Provisioned | S::ExternallyProvisioned);
-        set_condition(
-            &mut st.conditions,
-            "Provisioned",
-            provisioned,
-            if provisioned {
-                "Provisioned"
-            } else {
-                "NotProvisioned"
-            },
-            "",
-            &now,
-            generation,
-        );
-    }
+            "NotProvisioned"
+        },
+        "",
+        &now,
+        generation,
+    );
 }
 
 /// The condition helper must not move `lastTransitionTime` unless the status flips.
