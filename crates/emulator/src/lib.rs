@@ -11,7 +11,8 @@
 //! - `/redfish/v1`, `/redfish/v1/SessionService[/Sessions[/{n}]]`
 //! - `/redfish/v1/Systems[/sys-N]` (GET, PATCH `Boot` with `If-Match`),
 //!   `.../Actions/ComputerSystem.Reset`, `.../Processors/CPUn`, `.../Memory/DIMMn`,
-//!   `.../EthernetInterfaces/NICn`, `.../Storage/1/Drives/Diskn`
+//!   `.../EthernetInterfaces/NICn`, `.../Storage/1/Drives/Diskn`; a system GET takes
+//!   `$expand=.` or `*` with `($levels=N)` (N <= 3) and then carries its inventory inline
 //! - `/redfish/v1/Managers[/bmc-sys-N]`, `.../VirtualMedia/Cd` with the
 //!   `VirtualMedia.InsertMedia` / `VirtualMedia.EjectMedia` actions
 //!

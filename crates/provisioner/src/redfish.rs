@@ -257,6 +257,11 @@ impl RedfishProvisioner {
         if let Some(f) = st.in_flight.filter(|f| f.target() == target) {
             let age = f.issued.elapsed();
             if f.action == PowerAction::GracefulShutdown {
+                if action == PowerAction::ForceOff {
+                    // A hard request does not wait out a soft one's grace period.
+                    self.issue(st, bmc, PowerAction::ForceOff).await?;
+                    return self.waiting_power("ForceOff issued over a soft power off".into());
+                }
                 if age < self.options.soft_power_off_grace {
                     return self.waiting_power(format!(
                         "soft power off issued {}s ago; BMC reports {now}",

@@ -400,7 +400,7 @@ async fn power_on_and_off_soft_and_hard_issue_once_and_wait() {
 #[tokio::test]
 async fn soft_power_off_falls_back_to_hard_after_the_grace_period() {
     // A shutdown that takes longer than the grace period.
-    let emu = emulator(1, EmuPower::On, Duration::from_millis(500)).await;
+    let emu = emulator(2, EmuPower::On, Duration::from_millis(500)).await;
     let p = RedfishProvisioner::new(RedfishOptions {
         soft_power_off_grace: Duration::from_millis(100),
         ..options()
@@ -412,6 +412,31 @@ async fn soft_power_off_falls_back_to_hard_after_the_grace_period() {
         ["Reset:GracefulShutdown", "Reset:ForceOff"]
     );
     assert_eq!(emu.state(0).power_state, EmuPower::Off);
+    // A hard request while a soft one is pending does not wait for the grace period.
+    let patient = RedfishProvisioner::new(RedfishOptions {
+        soft_power_off_grace: Duration::from_secs(3600),
+        ..options()
+    });
+    let h1 = host(&emu, 1);
+    assert!(
+        !patient
+            .power_off(&h1, PowerOffMode::Soft)
+            .await
+            .unwrap()
+            .is_done()
+    );
+    assert!(
+        !patient
+            .power_off(&h1, PowerOffMode::Soft)
+            .await
+            .unwrap()
+            .is_done()
+    );
+    until_done("hard off", || patient.power_off(&h1, PowerOffMode::Hard)).await;
+    assert_eq!(
+        actions(&emu, 1),
+        ["Reset:GracefulShutdown", "Reset:ForceOff"]
+    );
 }
 
 #[tokio::test]
