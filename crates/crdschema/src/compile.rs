@@ -652,7 +652,14 @@ fn check_defaults(ctx: &mut Ctx, n: &Node, path: &str) {
         let mut defaulted = d.clone();
         crate::transform::default(n, &mut defaulted, 0);
         let mut pruned = defaulted.clone();
-        crate::transform::prune(n, &mut pruned, false, 0);
+        crate::transform::prune(
+            n,
+            &mut pruned,
+            false,
+            0,
+            &crate::Path::default(),
+            &mut Vec::new(),
+        );
         if pruned != defaulted {
             ctx.err(
                 dp.clone(),

@@ -184,7 +184,17 @@ impl Schema {
     /// `x-kubernetes-preserve-unknown-fields`. `apiVersion`, `kind` and
     /// `metadata` at the root are left to the server.
     pub fn prune(&self, obj: &mut serde_json::Value) {
-        transform::prune(&self.root, obj, true, 0);
+        self.prune_reporting(obj);
+    }
+
+    /// [`Schema::prune`], returning the paths of the fields it dropped
+    /// (e.g. `spec.bmc.password`, `spec.ports[0].vlan`), so that the server
+    /// can honour `fieldValidation=Strict` (`unknown field "spec.foo"`) or
+    /// `Warn`.
+    pub fn prune_reporting(&self, obj: &mut serde_json::Value) -> Vec<String> {
+        let mut dropped = Vec::new();
+        transform::prune(&self.root, obj, true, 0, &Path::default(), &mut dropped);
+        dropped
     }
 
     /// Validates `obj` against the OpenAPI schema, then against its CEL

@@ -296,7 +296,22 @@ fn pruning_drops_unknown_fields() {
     obj["metadata"]["unknownMetadataField"] = json!("kept for the server");
     obj["extraRootField"] = json!(true);
     obj["status"] = json!({"hardware": {"cpu": {"count": 8}}, "junk": 1});
-    s.prune(&mut obj);
+    let mut dropped = s.prune_reporting(&mut obj);
+    dropped.sort();
+    assert_eq!(
+        dropped,
+        vec![
+            "extraRootField",
+            "spec.annotations[a].junk",
+            "spec.bmc.password",
+            "spec.consumerRef.data",
+            "spec.consumerRef.metadata.bogus",
+            "spec.consumerRef.spec.extra",
+            "spec.ports[0].vlan",
+            "spec.unknownField",
+            "status.junk",
+        ]
+    );
 
     assert!(obj.get("extraRootField").is_none());
     assert_eq!(obj["apiVersion"], "metal.ferrometal.io/v1alpha1");

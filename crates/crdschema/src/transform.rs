@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::Path;
 use crate::compile::{Additional, Node};
 
 /// Beyond this depth values are left alone; schemas are far shallower and
@@ -93,8 +94,16 @@ pub(crate) fn default(n: &Node, v: &mut Value, depth: usize) {
 }
 
 /// `root` marks the object's top level, where apiVersion, kind and metadata
-/// are the server's to handle.
-pub(crate) fn prune(n: &Node, v: &mut Value, root: bool, depth: usize) {
+/// are the server's to handle. The paths of dropped fields are added to
+/// `dropped`, for the server's field validation (`unknown field "..."`).
+pub(crate) fn prune(
+    n: &Node,
+    v: &mut Value,
+    root: bool,
+    depth: usize,
+    path: &Path,
+    dropped: &mut Vec<String>,
+) {
     if depth > MAX_DEPTH {
         return;
     }
@@ -102,31 +111,36 @@ pub(crate) fn prune(n: &Node, v: &mut Value, root: bool, depth: usize) {
         Value::Object(obj) => {
             let keep_meta = root || n.embedded;
             obj.retain(|name, _| {
-                (keep_meta && matches!(name.as_str(), "apiVersion" | "kind" | "metadata"))
+                let keep = (keep_meta
+                    && matches!(name.as_str(), "apiVersion" | "kind" | "metadata"))
                     || n.properties.contains_key(name)
                     || !matches!(
                         n.additional,
                         Additional::Unspecified | Additional::Allowed(false)
                     )
-                    || n.preserve_unknown
+                    || n.preserve_unknown;
+                if !keep {
+                    dropped.push(path.field(name).render());
+                }
+                keep
             });
             for (name, val) in obj.iter_mut() {
                 if root && name == "metadata" {
                     continue;
                 }
                 if let Some(child) = n.properties.get(name) {
-                    prune(child, val, false, depth + 1);
+                    prune(child, val, false, depth + 1, &path.field(name), dropped);
                 } else if let Additional::Schema(a) = &n.additional {
-                    prune(a, val, false, depth + 1);
+                    prune(a, val, false, depth + 1, &path.key(name), dropped);
                 } else if n.embedded && !root && name == "metadata" {
-                    prune_embedded_metadata(val);
+                    prune_embedded_metadata(val, &path.field(name), dropped);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item) = &n.items {
-                for val in items.iter_mut() {
-                    prune(item, val, false, depth + 1);
+                for (i, val) in items.iter_mut().enumerate() {
+                    prune(item, val, false, depth + 1, &path.index(i), dropped);
                 }
             }
         }
@@ -134,8 +148,14 @@ pub(crate) fn prune(n: &Node, v: &mut Value, root: bool, depth: usize) {
     }
 }
 
-fn prune_embedded_metadata(v: &mut Value) {
+fn prune_embedded_metadata(v: &mut Value, path: &Path, dropped: &mut Vec<String>) {
     if let Value::Object(obj) = v {
-        obj.retain(|k, _| OBJECT_META_FIELDS.contains(&k.as_str()));
+        obj.retain(|k, _| {
+            let keep = OBJECT_META_FIELDS.contains(&k.as_str());
+            if !keep {
+                dropped.push(path.field(k).render());
+            }
+            keep
+        });
     }
 }
