@@ -161,8 +161,9 @@ fn merge_map(
                 )));
             }
             orders.push((field, v));
-        } else if k == PATCH || k == RETAIN_KEYS {
-        } else if k.starts_with('$') {
+        } else if k.starts_with('$') && k != PATCH && k != RETAIN_KEYS {
+            // Unknown directives are errors rather than data: silently
+            // storing a misspelt directive would corrupt the object.
             return Err(PatchError::UnsupportedDirective(format!(
                 "{k} at {}",
                 display_path(path)
