@@ -222,6 +222,16 @@ impl RedfishProvisioner {
         Ok(Step::waiting(self.options.poll_interval, reason))
     }
 
+    /// Reads the power and settles the action in flight once the BMC shows its effect, so a
+    /// stale one (say, from an operation nobody waited for) never blocks or fails a later call.
+    async fn observe_power(&self, st: &mut HostState, bmc: &dyn Bmc) -> Result<PowerState> {
+        let now = bmc.power_state().await?;
+        if st.in_flight.is_some_and(|f| f.target() == now) {
+            st.in_flight = None;
+        }
+        Ok(now)
+    }
+
     /// Issues `action` once, remembering it as the BMC's one action in flight.
     async fn issue(&self, st: &mut HostState, bmc: &dyn Bmc, action: PowerAction) -> Result<()> {
         bmc.power(action).await?;
@@ -246,12 +256,20 @@ impl RedfishProvisioner {
         bmc: &dyn Bmc,
         action: PowerAction,
     ) -> Result<Step> {
+        let now = self.observe_power(st, bmc).await?;
+        self.drive_power_from(st, bmc, action, now).await
+    }
+
+    /// [`Self::drive_power`] with the power this call already observed.
+    async fn drive_power_from(
+        &self,
+        st: &mut HostState,
+        bmc: &dyn Bmc,
+        action: PowerAction,
+        now: PowerState,
+    ) -> Result<Step> {
         let target = action.target_state();
-        let now = bmc.power_state().await?;
         if now == target {
-            if st.in_flight.is_some_and(|f| f.target() == target) {
-                st.in_flight = None;
-            }
             return Ok(Step::Done(()));
         }
         if let Some(f) = st.in_flight.filter(|f| f.target() == target) {
@@ -535,7 +553,7 @@ impl Provisioner for RedfishProvisioner {
     ) -> Result<Step<Registration>> {
         let mut st = self.lock(&host.key).await;
         let bmc = self.client(&mut st, host, credentials_changed)?;
-        let power = bmc.power_state().await?;
+        let power = self.observe_power(&mut st, &*bmc).await?;
         let provisioner_id = if !host.provisioner_id.is_empty() {
             host.provisioner_id.clone()
         } else if host.bmc.protocol() == Protocol::Redfish {
@@ -593,13 +611,16 @@ impl Provisioner for RedfishProvisioner {
         }
         let media = bmc.media_status().await?;
         let ours = media.inserted && media.image.as_deref() == Some(url);
-        let power = bmc.power_state().await?;
+        let power = self.observe_power(st, &*bmc).await?;
 
         if !ours {
             // Ironic's ramdisk deploy order: off, media + boot, on. Inserting only into a host
             // that is off makes "our media + On" mean the host booted it, even after a restart.
             if !host.disable_power_off && power != PowerState::Off {
-                return match self.drive_power(st, &*bmc, PowerAction::ForceOff).await? {
+                return match self
+                    .drive_power_from(st, &*bmc, PowerAction::ForceOff, power)
+                    .await?
+                {
                     Step::Done(()) => self.step_waiting("powered off; inserting media next"),
                     waiting => Ok(waiting),
                 };
@@ -638,7 +659,9 @@ impl Provisioner for RedfishProvisioner {
             }
             PowerState::Off | PowerState::PoweringOn | PowerState::PoweringOff => {
                 // Media and boot override are in place: whatever powers it on now boots them.
-                let step = self.drive_power(st, &*bmc, PowerAction::On).await?;
+                let step = self
+                    .drive_power_from(st, &*bmc, PowerAction::On, power)
+                    .await?;
                 st.deploy.as_mut().expect("set above").powered_on = true;
                 Ok(step)
             }
@@ -681,14 +704,14 @@ impl Provisioner for RedfishProvisioner {
     }
 
     async fn adopt(&self, host: &HostInfo, _deployment: &Deployment) -> Result<Step> {
-        let (_st, bmc) = self.session(host).await?;
-        bmc.power_state().await?;
+        let (mut st, bmc) = self.session(host).await?;
+        self.observe_power(&mut st, &*bmc).await?;
         Ok(Step::Done(()))
     }
 
     async fn power_state(&self, host: &HostInfo) -> Result<PowerState> {
-        let (_st, bmc) = self.session(host).await?;
-        Ok(bmc.power_state().await?)
+        let (mut st, bmc) = self.session(host).await?;
+        self.observe_power(&mut st, &*bmc).await
     }
 
     async fn power_on(&self, host: &HostInfo) -> Result<Step> {
