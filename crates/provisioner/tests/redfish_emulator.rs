@@ -504,3 +504,31 @@ async fn images_the_backend_cannot_boot_are_refused_before_any_request() {
     assert!(err.message.contains("IPMI"), "{err}");
     assert_eq!(emu.counters().total, 0);
 }
+
+#[tokio::test]
+async fn bmc_faults_are_typed_errors_and_clear_by_themselves() {
+    let emu = emulator(1, EmuPower::Off, Duration::ZERO).await;
+    let p = RedfishProvisioner::new(RedfishOptions {
+        request_timeout: Duration::from_millis(300),
+        ..options()
+    });
+    let h = host(&emu, 0);
+    assert!(p.register(&h, false).await.unwrap().is_done());
+    for (fault, kind) in [
+        (Fault::Http500, ErrorKind::Unreachable),
+        (Fault::Hang, ErrorKind::Unreachable),
+        (Fault::ConnectionReset, ErrorKind::Unreachable),
+        (Fault::Unauthorized, ErrorKind::Credentials),
+    ] {
+        emu.set_fault(0, Some(fault.clone()));
+        let err = p.power_on(&h).await.unwrap_err();
+        assert_eq!(err.kind, kind, "{fault:?}: {err}");
+        assert!(err.message.contains(&emu.addr().to_string()), "{err}");
+        emu.set_fault(0, None);
+        // Nothing was issued while the BMC misbehaved.
+        assert!(actions(&emu, 0).is_empty(), "{fault:?}");
+        assert_eq!(p.power_state(&h).await.unwrap(), PowerState::Off);
+    }
+    until_done("power on after the faults", || p.power_on(&h)).await;
+    assert_eq!(actions(&emu, 0), ["Reset:On"]);
+}
