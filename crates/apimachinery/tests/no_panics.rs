@@ -98,7 +98,7 @@ fn random_inputs_never_panic() {
         subresource: None,
     };
     let columns = table::columns_for_builtin("Event");
-    for i in 0..1500 {
+    for i in 0..1500u32 {
         let a = gen_value(&mut r, 4);
         let b = gen_value(&mut r, 4);
 
