@@ -99,10 +99,9 @@ pub fn serve(core: &Core, doc: Doc, _headers: &HeaderMap) -> Result<Response, Ap
             }
             _ => Err(ApiError::path_not_found()),
         },
-        Doc::GroupVersion(g, v) => resource_list(&snap, &g, &v).map_or_else(
-            || Err(ApiError::path_not_found()),
-            |list| ok(list),
-        ),
+        Doc::GroupVersion(g, v) => {
+            resource_list(&snap, &g, &v).map_or_else(|| Err(ApiError::path_not_found()), ok)
+        }
         Doc::OpenApiV2 => ok(openapi::v2_document(&schemas(&snap, None))),
         Doc::OpenApiV3 => {
             let gvs: Vec<(String, String)> = snap
@@ -113,7 +112,11 @@ pub fn serve(core: &Core, doc: Doc, _headers: &HeaderMap) -> Result<Response, Ap
             ok(openapi::v3_index(&gvs))
         }
         Doc::OpenApiV3Gv(g, v) => {
-            if !snap.resources.iter().any(|r| r.group == g && r.version == v) {
+            if !snap
+                .resources
+                .iter()
+                .any(|r| r.group == g && r.version == v)
+            {
                 return Err(ApiError::path_not_found());
             }
             let mut doc = openapi::v3_document(&g, &v, &schemas(&snap, Some((&g, &v))));
@@ -147,7 +150,11 @@ fn add_write_params(doc: &mut Value) {
                     }));
                 }
             }
-            if method == "patch" && !params.iter().any(|p| p.get("name") == Some(&json!("force"))) {
+            if method == "patch"
+                && !params
+                    .iter()
+                    .any(|p| p.get("name") == Some(&json!("force")))
+            {
                 params.push(json!({
                     "name": "force", "in": "query", "uniqueItems": true,
                     "schema": {"type": "boolean"},

@@ -34,7 +34,9 @@ type Key = (String, String, String);
 fn key_of(resource: &str, v: &Value) -> Key {
     (
         resource.to_string(),
-        str_at(v, "/metadata/namespace").unwrap_or_default().to_string(),
+        str_at(v, "/metadata/namespace")
+            .unwrap_or_default()
+            .to_string(),
         crate::meta::name_of(v).to_string(),
     )
 }
@@ -108,7 +110,9 @@ async fn sweep(core: &Core) {
                     }
                 }
                 Err(e) if e.code == 404 => {}
-                Err(e) => tracing::warn!(%resource, %ns, %name, error = %e, "garbage collection failed"),
+                Err(e) => {
+                    tracing::warn!(%resource, %ns, %name, error = %e, "garbage collection failed")
+                }
             }
         }
         if !progressed {

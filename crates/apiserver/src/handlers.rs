@@ -136,10 +136,7 @@ pub fn json_response(code: StatusCode, body: Bytes) -> Response {
 }
 
 pub fn value_response(code: StatusCode, v: &Value) -> Response {
-    json_response(
-        code,
-        serde_json::to_vec(v).expect("serializes").into(),
-    )
+    json_response(code, serde_json::to_vec(v).expect("serializes").into())
 }
 
 /// How the client wants objects rendered.
@@ -197,9 +194,7 @@ fn parse_body(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
         return Ok(v);
     }
     serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!(
-            "couldn't get version/kind; json parse error: {e}"
-        ))
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
     })
 }
 
@@ -279,6 +274,7 @@ async fn resource(
         dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
         force: flag(q, "force"),
         subresource: p.subresource.clone(),
+        strict: q.get("fieldValidation").is_some_and(|v| v == "Strict"),
     };
     let name = p.name.clone();
     match (method.clone(), name) {
@@ -290,7 +286,9 @@ async fn resource(
             };
             Ok(render_one(&res, &obj, render))
         }
-        (Method::GET, None) if p.watch || flag(q, "watch") => watch::serve(core, &res, &p, q, render),
+        (Method::GET, None) if p.watch || flag(q, "watch") => {
+            watch::serve(core, &res, &p, q, render)
+        }
         (Method::GET, None) => list(core, &res, p.namespace.as_deref(), q, render),
         (Method::POST, None) => {
             if p.namespace.is_none() && res.namespaced {
@@ -322,11 +320,10 @@ async fn resource(
             let out = core.delete(&res, &ns, &name, &d).await?;
             Ok(json_response(StatusCode::OK, out))
         }
-        (Method::DELETE, None) => delete_collection(core, &res, p.namespace.as_deref(), q, &body).await,
-        (m, _) => Err(ApiError::method_not_supported(
-            &res.target(""),
-            m.as_str(),
-        )),
+        (Method::DELETE, None) => {
+            delete_collection(core, &res, p.namespace.as_deref(), q, &body).await
+        }
+        (m, _) => Err(ApiError::method_not_supported(&res.target(""), m.as_str())),
     }
 }
 
@@ -351,8 +348,7 @@ fn delete_opts(q: &Query, body: &[u8]) -> Result<DeleteOpts, ApiError> {
         {
             d.resource_version = Some(r.into());
         }
-        if v
-            .get("dryRun")
+        if v.get("dryRun")
             .and_then(Value::as_array)
             .is_some_and(|a| a.iter().any(|x| x == "All"))
         {
@@ -401,7 +397,13 @@ fn render_one(res: &Resource, obj: &Stored, render: Render) -> Response {
 }
 
 pub fn make_table(res: &Resource, objs: &[Value], inc: IncludeObject, list_meta: Value) -> Value {
-    table::to_table(objs, &res.columns, inc, std::time::SystemTime::now(), list_meta)
+    table::to_table(
+        objs,
+        &res.columns,
+        inc,
+        std::time::SystemTime::now(),
+        list_meta,
+    )
 }
 
 /// The `continue` token: where the previous page stopped.
@@ -418,7 +420,10 @@ fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
     let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
     Ok((
         v.get("ns").and_then(Value::as_str).ok_or_else(bad)?.into(),
-        v.get("name").and_then(Value::as_str).ok_or_else(bad)?.into(),
+        v.get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(bad)?
+            .into(),
     ))
 }
 
@@ -483,7 +488,10 @@ fn list(
     }
     match render {
         Render::Table(inc) => {
-            let objs: Vec<Value> = items.iter().map(|o| versioned(res, o).into_owned()).collect();
+            let objs: Vec<Value> = items
+                .iter()
+                .map(|o| versioned(res, o).into_owned())
+                .collect();
             Ok(value_response(
                 StatusCode::OK,
                 &make_table(res, &objs, inc, list_meta),
@@ -580,14 +588,26 @@ mod tests {
     fn paths() {
         let p = res("/api/v1/namespaces/default/secrets/s1");
         assert_eq!(
-            (p.group.as_str(), p.namespace.as_deref(), p.resource.as_str(), p.name.as_deref()),
+            (
+                p.group.as_str(),
+                p.namespace.as_deref(),
+                p.resource.as_str(),
+                p.name.as_deref()
+            ),
             ("", Some("default"), "secrets", Some("s1"))
         );
         let p = res("/api/v1/namespaces/foo");
-        assert_eq!((p.resource.as_str(), p.name.as_deref()), ("namespaces", Some("foo")));
+        assert_eq!(
+            (p.resource.as_str(), p.name.as_deref()),
+            ("namespaces", Some("foo"))
+        );
         let p = res("/api/v1/namespaces/foo/status");
         assert_eq!(
-            (p.resource.as_str(), p.name.as_deref(), p.subresource.as_deref()),
+            (
+                p.resource.as_str(),
+                p.name.as_deref(),
+                p.subresource.as_deref()
+            ),
             ("namespaces", Some("foo"), Some("status"))
         );
         let p = res("/apis/metal3.io/v1alpha1/namespaces/x/baremetalhosts/h/status");

@@ -5,7 +5,9 @@ use serde_json::Value;
 
 /// RFC 3339 with second precision, as Kubernetes writes `metav1.Time`.
 pub fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// The five-character suffix for `generateName`, from the same alphabet as Kubernetes (no
@@ -30,7 +32,9 @@ pub fn meta_mut(v: &mut Value) -> &mut serde_json::Map<String, Value> {
     if !v.get("metadata").is_some_and(Value::is_object) {
         v["metadata"] = Value::Object(Default::default());
     }
-    v["metadata"].as_object_mut().expect("metadata is an object")
+    v["metadata"]
+        .as_object_mut()
+        .expect("metadata is an object")
 }
 
 /// Problems with a DNS-1123 subdomain, in kube-apiserver's wording; empty when valid.

@@ -22,6 +22,9 @@ pub struct WriteOpts {
     pub force: bool,
     /// `Some("status")` for the status subresource.
     pub subresource: Option<String>,
+    /// `fieldValidation=Strict`: fields the schema does not know are an error instead of being
+    /// dropped silently.
+    pub strict: bool,
 }
 
 /// What a write answers with.
@@ -161,7 +164,12 @@ fn check_metadata(res: &Resource, ns: &str, obj: &mut Value) -> Result<(), ApiEr
 }
 
 /// Schema defaulting, pruning and validation for custom resources.
-fn validate_cr(res: &Resource, obj: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+fn validate_cr(
+    res: &Resource,
+    obj: &mut Value,
+    old: Option<&Value>,
+    strict: bool,
+) -> Result<(), ApiError> {
     let Some(schema) = &res.schema else {
         return Ok(());
     };
@@ -171,9 +179,26 @@ fn validate_cr(res: &Resource, obj: &mut Value, old: Option<&Value>) -> Result<(
         .filter_map(|k| obj.get(*k).map(|v| (k.to_string(), v.clone())))
         .collect();
     schema.default(obj);
+    let before = strict.then(|| obj.clone());
     schema.prune(obj);
     for (k, v) in keep {
         obj[k] = v;
+    }
+    if let Some(before) = before {
+        let mut unknown = Vec::new();
+        removed_fields(&before, obj, "", &mut unknown);
+        if !unknown.is_empty() {
+            let list = unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {list}",
+                kind = res.kind,
+                v = res.version
+            )));
+        }
     }
     let errs = schema.validate(obj, old);
     if errs.is_empty() {
@@ -184,6 +209,31 @@ fn validate_cr(res: &Resource, obj: &mut Value, old: Option<&Value>) -> Result<(
         .map(|e| cause(&e.field, e.reason.as_str(), e.message))
         .collect();
     Err(ApiError::invalid(&res.target(meta::name_of(obj)), causes))
+}
+
+/// Paths present in `before` but not in `after` (what pruning dropped), as `spec.a[0].b`.
+fn removed_fields(before: &Value, after: &Value, path: &str, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (k, bv) in b {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match a.get(k) {
+                    Some(av) => removed_fields(bv, av, &p, out),
+                    None => out.push(p),
+                }
+            }
+        }
+        (Value::Array(b), Value::Array(a)) if a.len() == b.len() => {
+            for (i, (bv, av)) in b.iter().zip(a).enumerate() {
+                removed_fields(bv, av, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Built-in kinds' defaulting and checks.
@@ -263,9 +313,7 @@ fn builtin_prepare(res: &Resource, obj: &mut Value) -> Result<(), ApiError> {
                 .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
                 .filter_map(|v| v.get("name").cloned())
                 .collect();
-            let cond = |t: &str, reason: &str, msg: &str| {
-                json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg})
-            };
+            let cond = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg});
             obj["status"] = json!({
                 "conditions": [
                     cond("NamesAccepted", "NoConflicts", "no conflicts found"),
@@ -358,12 +406,10 @@ fn record_update(
 impl Core {
     fn check_namespace(&self, s: &State, res: &Resource, ns: &str) -> Result<(), ApiError> {
         if res.namespaced && s.get(registry::NAMESPACE_KEY, "", ns).is_none() {
-            return Err(ApiError::new(
-                404,
-                "NotFound",
-                format!("namespaces \"{ns}\" not found"),
-            )
-            .with_name_kind(ns, "", "namespaces"));
+            return Err(
+                ApiError::new(404, "NotFound", format!("namespaces \"{ns}\" not found"))
+                    .with_name_kind(ns, "", "namespaces"),
+            );
         }
         Ok(())
     }
@@ -378,7 +424,9 @@ impl Core {
         applied: bool,
     ) -> Result<Value, ApiError> {
         if !obj.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         }
         api_version_ok(res, &mut obj)?;
         let now = meta::now();
@@ -428,7 +476,7 @@ impl Core {
         }
         builtin_prepare(res, &mut obj)?;
         if !res.builtin {
-            validate_cr(res, &mut obj, None)?;
+            validate_cr(res, &mut obj, None, opts.strict)?;
         }
         if !applied {
             record_update(res, None, &mut obj, opts, &now);
@@ -496,7 +544,9 @@ impl Core {
             .unwrap_or_default()
             .to_string();
         if !new.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         }
         api_version_ok(res, &mut new)?;
         let new_name = meta::name_of(&new);
@@ -567,7 +617,7 @@ impl Core {
         check_metadata(res, &ns, &mut new)?;
         builtin_prepare(res, &mut new)?;
         if !res.builtin {
-            validate_cr(res, &mut new, Some(&old.value))?;
+            validate_cr(res, &mut new, Some(&old.value), opts.strict)?;
         }
         if has_generation(res) && spec_part(res, &new) != spec_part(res, &old.value) {
             let g = old
@@ -588,7 +638,8 @@ impl Core {
             record_update(res, Some(&old.value), &mut new, opts, &meta::now());
         }
         if same_object(&new, &old_cmp)
-            && new.pointer("/metadata/managedFields") == old.value.pointer("/metadata/managedFields")
+            && new.pointer("/metadata/managedFields")
+                == old.value.pointer("/metadata/managedFields")
         {
             return Ok((Vec::new(), Reply::Current(old.clone())));
         }
@@ -680,18 +731,14 @@ impl Core {
                         return Err(ApiError::not_found(&res.target(name)));
                     }
                     let mut applied = patch.clone();
-                    let created = apply_patch(
-                        res, None, &mut applied, opts, &now, &av, name,
-                    )?;
+                    let created = apply_patch(res, None, &mut applied, opts, &now, &av, name)?;
                     return Ok((Vec::new(), (Reply::Written, Outcome::Create(created))));
                 };
                 let mut new = old.value.clone();
                 match kind {
                     PatchKind::Merge => {
                         if !patch.is_object() {
-                            return Err(ApiError::bad_request(
-                                "merge patch must be a JSON object",
-                            ));
+                            return Err(ApiError::bad_request("merge patch must be a JSON object"));
                         }
                         patch::merge_patch(&mut new, &patch);
                     }
@@ -719,7 +766,9 @@ impl Core {
                     }
                 }
                 // A resourceVersion carried by the patch is a precondition.
-                if let Some(rv) = patch.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+                if let Some(rv) = patch
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
                     && kind != PatchKind::Apply
                     && rv != old.rev.to_string()
                 {
@@ -943,7 +992,9 @@ fn apply_patch(
 /// on kube-apiserver; kube-rs's finalizer helper relies on that for objects without finalizers.
 fn json_patch_compat(target: &mut Value, patch: &Value) -> Result<(), ApiError> {
     let Some(ops) = patch.as_array() else {
-        return Err(ApiError::bad_request("a JSON patch must be an array of operations"));
+        return Err(ApiError::bad_request(
+            "a JSON patch must be an array of operations",
+        ));
     };
     for op in ops {
         let is_null_test = op.get("op").and_then(Value::as_str) == Some("test")
@@ -971,7 +1022,10 @@ fn orphan_dependents(s: &State, uid: &str) -> Vec<Op> {
         else {
             continue;
         };
-        if !refs.iter().any(|r| r.get("uid").and_then(Value::as_str) == Some(uid)) {
+        if !refs
+            .iter()
+            .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid))
+        {
             continue;
         }
         let kept: Vec<Value> = refs

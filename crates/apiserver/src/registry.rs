@@ -283,7 +283,9 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, Vec<Cause>> {
     let plural = str_at(crd, "/spec/names/plural")
         .unwrap_or_default()
         .to_string();
-    let kind = str_at(crd, "/spec/names/kind").unwrap_or_default().to_string();
+    let kind = str_at(crd, "/spec/names/kind")
+        .unwrap_or_default()
+        .to_string();
     let scope = str_at(crd, "/spec/scope").unwrap_or_default();
     if group.is_empty() {
         causes.push(cause("spec.group", "FieldValueRequired", "Required value"));
@@ -302,13 +304,19 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, Vec<Cause>> {
         ));
     }
     if kind.is_empty() {
-        causes.push(cause("spec.names.kind", "FieldValueRequired", "Required value"));
+        causes.push(cause(
+            "spec.names.kind",
+            "FieldValueRequired",
+            "Required value",
+        ));
     }
     if scope != "Namespaced" && scope != "Cluster" {
         causes.push(cause(
             "spec.scope",
             "FieldValueNotSupported",
-            format!("Unsupported value: \"{scope}\": supported values: \"Cluster\", \"Namespaced\""),
+            format!(
+                "Unsupported value: \"{scope}\": supported values: \"Cluster\", \"Namespaced\""
+            ),
         ));
     }
     let name = str_at(crd, "/metadata/name").unwrap_or_default();
@@ -324,13 +332,7 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, Vec<Cause>> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    if versions.is_empty() {
-        causes.push(cause(
-            "spec.versions",
-            "FieldValueInvalid",
-            "Invalid value: must have exactly one version marked as storage version",
-        ));
-    } else if versions
+    if versions
         .iter()
         .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
         .count()

@@ -204,7 +204,9 @@ impl ApiServer {
 
     /// Serves HTTP(S) on `listener` until [`ApiServer::shutdown`].
     pub async fn serve(&self, listener: TcpListener) -> Result<(), ServerError> {
-        let local = listener.local_addr().map_err(io_err(&self.config.data_dir))?;
+        let local = listener
+            .local_addr()
+            .map_err(io_err(&self.config.data_dir))?;
         if !self.config.auth && !local.ip().is_loopback() {
             return Err(ServerError::InsecureNonLoopback(local));
         }
@@ -248,7 +250,9 @@ impl ApiServer {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(io_err(&self.config.data_dir))?;
-        let local = listener.local_addr().map_err(io_err(&self.config.data_dir))?;
+        let local = listener
+            .local_addr()
+            .map_err(io_err(&self.config.data_dir))?;
         self.write_kubeconfig(&self.url_for(local))?;
         self.serve(listener).await
     }

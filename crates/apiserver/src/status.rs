@@ -21,8 +21,8 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    /// (name, group, kind) for `details`.
-    pub details: Option<(String, String, String)>,
+    /// (name, group, kind) for `details`; boxed to keep errors small on the happy path.
+    pub details: Option<Box<(String, String, String)>>,
     pub causes: Vec<Cause>,
     pub retry_after: Option<u64>,
 }
@@ -49,12 +49,12 @@ impl ApiError {
     }
 
     pub fn with_name_kind(mut self, name: &str, group: &str, kind: &str) -> Self {
-        self.details = Some((name.into(), group.into(), kind.into()));
+        self.details = Some(Box::new((name.into(), group.into(), kind.into())));
         self
     }
 
     fn with_details(mut self, t: &Target) -> Self {
-        self.details = Some((t.name.into(), t.group.into(), t.kind_plural()));
+        self.details = Some(Box::new((t.name.into(), t.group.into(), t.kind_plural())));
         self
     }
 
@@ -122,7 +122,7 @@ impl ApiError {
             "Invalid",
             format!("{qualified} \"{}\" is invalid: {joined}", t.name),
         );
-        e.details = Some((t.name.into(), t.group.into(), t.kind.into()));
+        e.details = Some(Box::new((t.name.into(), t.group.into(), t.kind.into())));
         e.causes = causes;
         e
     }
@@ -140,7 +140,11 @@ impl ApiError {
     }
 
     pub fn path_not_found() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     pub fn method_not_supported(t: &Target, verb: &str) -> Self {
@@ -158,7 +162,9 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type})"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type})"
+            ),
         )
     }
 
@@ -182,7 +188,8 @@ impl ApiError {
         });
         if self.details.is_some() || !self.causes.is_empty() || self.retry_after.is_some() {
             let mut d = serde_json::Map::new();
-            if let Some((name, group, kind)) = &self.details {
+            if let Some(details) = &self.details {
+                let (name, group, kind) = details.as_ref();
                 d.insert("name".into(), json!(name));
                 if !group.is_empty() {
                     d.insert("group".into(), json!(group));

@@ -200,12 +200,11 @@ impl Store {
         for row in objects.iter().map_err(db_err)? {
             let (k, v) = row.map_err(db_err)?;
             let key = k.value();
-            let value: Value = serde_json::from_slice(v.value()).map_err(|source| {
-                StoreError::Corrupt {
+            let value: Value =
+                serde_json::from_slice(v.value()).map_err(|source| StoreError::Corrupt {
                     key: key.to_string(),
                     source,
-                }
-            })?;
+                })?;
             let mut parts = key.splitn(3, '/');
             let (Some(resource), Some(ns), Some(name)) = (parts.next(), parts.next(), parts.next())
             else {
@@ -216,7 +215,10 @@ impl Store {
                 .objects
                 .entry(resource.to_string())
                 .or_default()
-                .insert((ns.to_string(), name.to_string()), Arc::new(Stored::new(rev, value)));
+                .insert(
+                    (ns.to_string(), name.to_string()),
+                    Arc::new(Stored::new(rev, value)),
+                );
         }
         drop(objects);
         drop(meta);
@@ -257,11 +259,7 @@ impl Store {
 
     /// Events for `resource` with a revision above `after`, oldest first, and the revision
     /// they are complete up to.
-    pub fn events_since(
-        &self,
-        resource: &str,
-        after: u64,
-    ) -> Result<(Vec<Arc<Event>>, u64), Gone> {
+    pub fn events_since(&self, resource: &str, after: u64) -> Result<(Vec<Arc<Event>>, u64), Gone> {
         self.read(|s| {
             if after < s.compacted {
                 return Err(Gone {
@@ -318,8 +316,8 @@ impl Store {
                     } => {
                         set_resource_version(&mut value, rev);
                         let pkey = format!("{resource}/{namespace}/{name}");
-                        let existed =
-                            s.get(&resource, &namespace, &name).is_some() || pending.contains_key(&pkey);
+                        let existed = s.get(&resource, &namespace, &name).is_some()
+                            || pending.contains_key(&pkey);
                         pending.insert(pkey, value.clone());
                         let kind = if existed {
                             EventType::Modified
@@ -373,7 +371,9 @@ impl Store {
                 for (key, json) in &rows {
                     match json {
                         Some(json) => {
-                            objects.insert(key.as_str(), json.as_ref()).map_err(db_err)?;
+                            objects
+                                .insert(key.as_str(), json.as_ref())
+                                .map_err(db_err)?;
                         }
                         None => {
                             objects.remove(key.as_str()).map_err(db_err)?;
@@ -535,7 +535,11 @@ mod tests {
             name: n.into(),
             value: json!({"metadata": {"name": n, "namespace": ns}}),
         };
-        write(&store, vec![mk("a", "1"), mk("b", "1"), mk("b", "2"), mk("c", "1")]).await;
+        write(
+            &store,
+            vec![mk("a", "1"), mk("b", "1"), mk("b", "2"), mk("c", "1")],
+        )
+        .await;
         let names = |ns: Option<&str>, after: Option<(&str, &str)>| {
             store.read(|s| {
                 s.list("configmaps", ns, after)

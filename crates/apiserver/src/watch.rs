@@ -70,9 +70,14 @@ impl Encoder {
             Render::Metadata => handlers::partial_metadata(&obj.value),
             Render::Table(inc) => {
                 let v = handlers::versioned(&self.res, obj).into_owned();
-                let mut t = handlers::make_table(&self.res, &[v], inc, json!({
-                    "resourceVersion": obj.rev.to_string(),
-                }));
+                let mut t = handlers::make_table(
+                    &self.res,
+                    &[v],
+                    inc,
+                    json!({
+                        "resourceVersion": obj.rev.to_string(),
+                    }),
+                );
                 // Column definitions go only with the first event, as kube-apiserver does.
                 if self.sent_columns {
                     t["columnDefinitions"] = Value::Null;
@@ -82,6 +87,18 @@ impl Encoder {
             }
         };
         line(&json!({"type": kind, "object": object}))
+    }
+
+    /// The bookmark that ends the initial events of a streaming list.
+    fn initial_events_end(&self, rev: u64) -> Bytes {
+        line(&json!({"type": "BOOKMARK", "object": {
+            "kind": self.res.kind,
+            "apiVersion": self.res.api_version(),
+            "metadata": {
+                "resourceVersion": rev.to_string(),
+                "annotations": {"k8s.io/initial-events-end": "true"},
+            },
+        }}))
     }
 
     fn bookmark(&self, rev: u64) -> Bytes {
@@ -108,10 +125,7 @@ fn line(v: &Value) -> Bytes {
 }
 
 fn gone_event(want: u64, oldest: u64) -> Bytes {
-    let status = ApiError::gone(format!(
-        "too old resource version: {want} ({oldest})"
-    ))
-    .to_status();
+    let status = ApiError::gone(format!("too old resource version: {want} ({oldest})")).to_status();
     line(&json!({"type": "ERROR", "object": status}))
 }
 
@@ -132,11 +146,15 @@ pub fn serve(
         labels,
         fields,
     };
+    let initial_events = q.get("sendInitialEvents").is_some_and(|v| v == "true");
     let from: Option<u64> = match q.get("resourceVersion").map(String::as_str) {
+        // Streaming lists: the current state first, whatever version was given.
+        _ if initial_events => None,
         None | Some("") | Some("0") => None,
-        Some(rv) => Some(rv.parse().map_err(|_| {
-            ApiError::bad_request(format!("invalid resource version: {rv}"))
-        })?),
+        Some(rv) => Some(
+            rv.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?,
+        ),
     };
     let timeout = q
         .get("timeoutSeconds")
@@ -171,6 +189,9 @@ pub fn serve(
                     if tx.send(Ok(enc.event("ADDED", &o))).await.is_err() {
                         return;
                     }
+                }
+                if initial_events && tx.send(Ok(enc.initial_events_end(rev))).await.is_err() {
+                    return;
                 }
                 rev
             }

@@ -26,7 +26,10 @@ async fn bad_input_is_rejected_and_changes_nothing() {
     let (code, body) = raw(a, "POST", cms, None, "application/json", good).await;
     assert_eq!(code, 401);
     let st = parse(&body);
-    assert_eq!((st["kind"].as_str(), st["reason"].as_str()), (Some("Status"), Some("Unauthorized")));
+    assert_eq!(
+        (st["kind"].as_str(), st["reason"].as_str()),
+        (Some("Status"), Some("Unauthorized"))
+    );
     let (code, _) = raw(a, "GET", cms, Some("wrong"), "application/json", b"").await;
     assert_eq!(code, 401);
     let (code, _) = raw(a, "GET", "/version", None, "application/json", b"").await;
@@ -36,7 +39,15 @@ async fn bad_input_is_rejected_and_changes_nothing() {
     let (code, body) = raw(a, "POST", cms, tok, "application/json", b"{\"metadata\": ").await;
     assert_eq!(code, 400, "{body}");
     assert_eq!(parse(&body)["reason"], "BadRequest");
-    let (code, body) = raw(a, "POST", cms, tok, "application/yaml", b"metadata: [unclosed\n  name: x").await;
+    let (code, body) = raw(
+        a,
+        "POST",
+        cms,
+        tok,
+        "application/yaml",
+        b"metadata: [unclosed\n  name: x",
+    )
+    .await;
     assert_eq!(code, 400, "{body}");
     let (code, _) = raw(
         a,
@@ -101,7 +112,10 @@ async fn bad_input_is_rejected_and_changes_nothing() {
     .await;
     assert_eq!(code, 422);
     let msg = parse(&body)["message"].as_str().unwrap().to_string();
-    assert!(msg.starts_with("Widget.example.com \"m\" is invalid: "), "{msg}");
+    assert!(
+        msg.starts_with("Widget.example.com \"m\" is invalid: "),
+        "{msg}"
+    );
     assert!(
         parse(&body)["message"]
             .as_str()
@@ -144,7 +158,10 @@ async fn discovery_documents() {
         }
     };
     let v = get("/version").await;
-    assert_eq!((v["major"].as_str(), v["minor"].as_str()), (Some("1"), Some("32")));
+    assert_eq!(
+        (v["major"].as_str(), v["minor"].as_str()),
+        (Some("1"), Some("32"))
+    );
     assert_eq!(get("/api").await["versions"], json!(["v1"]));
     let apis = get("/apis").await;
     let groups: Vec<&str> = apis["groups"]
@@ -153,7 +170,12 @@ async fn discovery_documents() {
         .iter()
         .map(|g| g["name"].as_str().unwrap())
         .collect();
-    for g in ["apiextensions.k8s.io", "coordination.k8s.io", "events.k8s.io", "example.com"] {
+    for g in [
+        "apiextensions.k8s.io",
+        "coordination.k8s.io",
+        "events.k8s.io",
+        "example.com",
+    ] {
         assert!(groups.contains(&g), "{groups:?}");
     }
     let core = get("/api/v1").await;
@@ -163,7 +185,13 @@ async fn discovery_documents() {
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
-    for r in ["namespaces", "namespaces/status", "secrets", "configmaps", "events"] {
+    for r in [
+        "namespaces",
+        "namespaces/status",
+        "secrets",
+        "configmaps",
+        "events",
+    ] {
         assert!(names.contains(&r), "{names:?}");
     }
     let ex = get("/apis/example.com/v1").await;
@@ -177,10 +205,16 @@ async fn discovery_documents() {
     assert_eq!(ex["resources"][1]["name"], "widgets/status");
 
     let index = get("/openapi/v3").await;
-    assert!(index["paths"]["apis/example.com/v1"]["serverRelativeURL"].is_string(), "{index}");
+    assert!(
+        index["paths"]["apis/example.com/v1"]["serverRelativeURL"].is_string(),
+        "{index}"
+    );
     let doc = get("/openapi/v3/apis/example.com/v1").await;
     let text = doc.to_string();
-    assert!(text.contains("size must be below 100") || text.contains("\"size\""), "{text}");
+    assert!(
+        text.contains("size must be below 100") || text.contains("\"size\""),
+        "{text}"
+    );
     srv.stop().await;
 }
 
@@ -232,7 +266,15 @@ async fn watch_too_old_is_gone_and_timeout_ends_stream() {
     let cms = "/api/v1/namespaces/default/configmaps";
     for i in 0..40 {
         let body = json!({"metadata": {"name": format!("c{i}")}}).to_string();
-        let (code, _) = raw(srv.addr, "POST", cms, tok, "application/json", body.as_bytes()).await;
+        let (code, _) = raw(
+            srv.addr,
+            "POST",
+            cms,
+            tok,
+            "application/json",
+            body.as_bytes(),
+        )
+        .await;
         assert_eq!(code, 201);
     }
     let (code, body) = raw(
@@ -266,7 +308,11 @@ async fn watch_too_old_is_gone_and_timeout_ends_stream() {
         .lines()
         .map(|l| {
             let e = parse(l);
-            format!("{} {}", e["type"].as_str().unwrap(), e["object"]["metadata"]["name"].as_str().unwrap())
+            format!(
+                "{} {}",
+                e["type"].as_str().unwrap(),
+                e["object"]["metadata"]["name"].as_str().unwrap()
+            )
         })
         .collect();
     assert_eq!(names, ["ADDED c38", "ADDED c39"]);
@@ -283,19 +329,49 @@ async fn delete_preconditions_and_finalizers() {
     let tok = Some(t.as_str());
     let path = "/api/v1/namespaces/default/configmaps";
     let body = json!({"metadata": {"name": "f", "finalizers": ["example.com/hold"]}}).to_string();
-    let (code, created) = raw(srv.addr, "POST", path, tok, "application/json", body.as_bytes()).await;
+    let (code, created) = raw(
+        srv.addr,
+        "POST",
+        path,
+        tok,
+        "application/json",
+        body.as_bytes(),
+    )
+    .await;
     assert_eq!(code, 201);
     let created = parse(&created);
     let one = format!("{path}/f");
     let pre = json!({"preconditions": {"uid": "not-the-uid"}}).to_string();
-    let (code, body) = raw(srv.addr, "DELETE", &one, tok, "application/json", pre.as_bytes()).await;
+    let (code, body) = raw(
+        srv.addr,
+        "DELETE",
+        &one,
+        tok,
+        "application/json",
+        pre.as_bytes(),
+    )
+    .await;
     assert_eq!(code, 409, "{body}");
-    assert!(body.contains("Precondition failed: UID in precondition"), "{body}");
+    assert!(
+        body.contains("Precondition failed: UID in precondition"),
+        "{body}"
+    );
     let pre = json!({"preconditions": {"uid": created["metadata"]["uid"]}}).to_string();
-    let (code, body) = raw(srv.addr, "DELETE", &one, tok, "application/json", pre.as_bytes()).await;
+    let (code, body) = raw(
+        srv.addr,
+        "DELETE",
+        &one,
+        tok,
+        "application/json",
+        pre.as_bytes(),
+    )
+    .await;
     assert_eq!(code, 200, "{body}");
     let pending = parse(&body);
-    assert!(pending["metadata"]["deletionTimestamp"].is_string(), "{body}");
+    assert!(
+        pending["metadata"]["deletionTimestamp"].is_string(),
+        "{body}"
+    );
     let (code, body) = raw(srv.addr, "GET", &one, tok, "application/json", b"").await;
     assert_eq!(code, 200);
     assert!(parse(&body)["metadata"]["deletionTimestamp"].is_string());

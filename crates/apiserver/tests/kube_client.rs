@@ -11,9 +11,7 @@ use std::time::Duration;
 use common::*;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
@@ -83,7 +81,10 @@ async fn typed_and_dynamic(client: Client) {
     let mut cm0 = cms.get("cm-0").await.unwrap();
     let stale = cm0.clone();
     cm0.data = Some(BTreeMap::from([("i".into(), "changed".into())]));
-    let replaced = cms.replace("cm-0", &PostParams::default(), &cm0).await.unwrap();
+    let replaced = cms
+        .replace("cm-0", &PostParams::default(), &cm0)
+        .await
+        .unwrap();
     assert_ne!(replaced.resource_version(), stale.resource_version());
     match cms.replace("cm-0", &PostParams::default(), &stale).await {
         Err(kube::Error::Api(e)) => {
@@ -128,18 +129,27 @@ async fn typed_and_dynamic(client: Client) {
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("x".into());
     match other.create(&PostParams::default(), &cm).await {
-        Err(kube::Error::Api(e)) => assert_eq!((e.code, e.message.as_str()), (404, "namespaces \"nope\" not found")),
+        Err(kube::Error::Api(e)) => assert_eq!(
+            (e.code, e.message.as_str()),
+            (404, "namespaces \"nope\" not found")
+        ),
         other => panic!("expected 404, got {other:?}"),
     }
     // Duplicate.
-    match cms.create(&PostParams::default(), &cms.get("cm-0").await.unwrap()).await {
+    match cms
+        .create(&PostParams::default(), &cms.get("cm-0").await.unwrap())
+        .await
+    {
         Err(kube::Error::Api(e)) => assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists")),
         other => panic!("expected 409, got {other:?}"),
     }
     // deletecollection by label.
-    cms.delete_collection(&DeleteParams::default(), &ListParams::default().labels("parity=even"))
-        .await
-        .unwrap();
+    cms.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("parity=even"),
+    )
+    .await
+    .unwrap();
     let left: Vec<String> = cms
         .list(&ListParams::default())
         .await
@@ -162,9 +172,10 @@ async fn typed_and_dynamic_over_socket() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typed_and_dynamic_in_process() {
     let dir = tempfile::tempdir().unwrap();
-    let api = ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
-        .await
-        .unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
     typed_and_dynamic(api.client()).await;
 }
 
@@ -176,7 +187,11 @@ async fn custom_resources(client: Client) {
         .await
         .unwrap();
     assert_eq!(w.metadata.generation, Some(1));
-    assert_eq!(w.spec.color.as_deref(), Some("blue"), "schema default applied");
+    assert_eq!(
+        w.spec.color.as_deref(),
+        Some("blue"),
+        "schema default applied"
+    );
     assert!(w.status.is_none());
 
     // Status writes go through the subresource and do not bump generation.
@@ -217,10 +232,22 @@ async fn custom_resources(client: Client) {
     // Schema and CEL validation: 422 with field paths, nothing stored.
     let before = widgets.get("w1").await.unwrap();
     for (patch, field, needle) in [
-        (json!({"spec": {"size": 0}}), "spec.size", "greater than or equal to 1"),
-        (json!({"spec": {"size": 200}}), "spec", "size must be below 100"),
+        (
+            json!({"spec": {"size": 0}}),
+            "spec.size",
+            "greater than or equal to 1",
+        ),
+        (
+            json!({"spec": {"size": 200}}),
+            "spec",
+            "size must be below 100",
+        ),
         (json!({"spec": {"size": 2}}), "spec", "size may not shrink"),
-        (json!({"spec": {"color": "green"}}), "spec.color", "Unsupported value"),
+        (
+            json!({"spec": {"color": "green"}}),
+            "spec.color",
+            "Unsupported value",
+        ),
     ] {
         match widgets
             .patch("w1", &PatchParams::default(), &Patch::Merge(patch.clone()))
@@ -230,7 +257,8 @@ async fn custom_resources(client: Client) {
                 assert_eq!(e.code, 422, "{patch}: {}", e.message);
                 assert_eq!(e.reason, "Invalid");
                 assert!(
-                    e.message.starts_with("Widget.example.com \"w1\" is invalid: "),
+                    e.message
+                        .starts_with("Widget.example.com \"w1\" is invalid: "),
                     "{}",
                     e.message
                 );
@@ -257,7 +285,8 @@ async fn custom_resources(client: Client) {
     }
     // JSON patch.
     let jp: json_patch_v4::Patch =
-        serde_json::from_value(json!([{"op": "replace", "path": "/spec/size", "value": 7}])).unwrap();
+        serde_json::from_value(json!([{"op": "replace", "path": "/spec/size", "value": 7}]))
+            .unwrap();
     let up = widgets
         .patch("w1", &PatchParams::default(), &Patch::Json::<()>(jp))
         .await
@@ -295,18 +324,20 @@ async fn custom_resources_over_socket() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn custom_resources_in_process() {
     let dir = tempfile::tempdir().unwrap();
-    let api = ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
-        .await
-        .unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
     custom_resources(api.client()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_side_apply_twice_conflict_and_force() {
     let dir = tempfile::tempdir().unwrap();
-    let api = ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
-        .await
-        .unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
     let client = api.client();
     install_widgets(&client).await;
     let widgets: Api<Widget> = Api::default_namespaced(client.clone());
@@ -316,7 +347,10 @@ async fn server_side_apply_twice_conflict_and_force() {
         "spec": {"size": 5},
     });
     let pp = PatchParams::apply("alice");
-    let a = widgets.patch("applied", &pp, &Patch::Apply(&body)).await.unwrap();
+    let a = widgets
+        .patch("applied", &pp, &Patch::Apply(&body))
+        .await
+        .unwrap();
     assert_eq!(a.spec.size, 5);
     let managers: Vec<String> = a
         .metadata
@@ -326,7 +360,10 @@ async fn server_side_apply_twice_conflict_and_force() {
         .filter_map(|m| m.manager.clone())
         .collect();
     assert!(managers.contains(&"alice".to_string()), "{managers:?}");
-    let b = widgets.patch("applied", &pp, &Patch::Apply(&body)).await.unwrap();
+    let b = widgets
+        .patch("applied", &pp, &Patch::Apply(&body))
+        .await
+        .unwrap();
     assert_eq!(
         a.resource_version(),
         b.resource_version(),
@@ -349,7 +386,11 @@ async fn server_side_apply_twice_conflict_and_force() {
         other => panic!("expected an apply conflict, got {other:?}"),
     }
     let forced = widgets
-        .patch("applied", &PatchParams::apply("bob").force(), &Patch::Apply(&other))
+        .patch(
+            "applied",
+            &PatchParams::apply("bob").force(),
+            &Patch::Apply(&other),
+        )
         .await
         .unwrap();
     assert_eq!(forced.spec.size, 6);
@@ -358,9 +399,10 @@ async fn server_side_apply_twice_conflict_and_force() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_writers_same_resource_version_exactly_one_conflict() {
     let dir = tempfile::tempdir().unwrap();
-    let api = ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
-        .await
-        .unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
     let cms: Api<ConfigMap> = Api::default_namespaced(api.client());
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("race".into());
@@ -372,10 +414,7 @@ async fn two_writers_same_resource_version_exactly_one_conflict() {
         let mut b = base.clone();
         b.data = Some(BTreeMap::from([("w".into(), format!("b{round}"))]));
         let pp = PostParams::default();
-        let (ra, rb) = tokio::join!(
-            cms.replace("race", &pp, &a),
-            cms.replace("race", &pp, &b)
-        );
+        let (ra, rb) = tokio::join!(cms.replace("race", &pp, &a), cms.replace("race", &pp, &b));
         let conflicts = [&ra.as_ref().err(), &rb.as_ref().err()]
             .iter()
             .filter(|e| matches!(e, Some(kube::Error::Api(s)) if s.code == 409))
@@ -400,7 +439,10 @@ async fn watcher_survives_a_restart() {
         let cms = cms.clone();
         async move {
             let cfg = watcher::Config::default().timeout(5);
-            let mut stream = watcher(cms, cfg).default_backoff().applied_objects().boxed();
+            let mut stream = watcher(cms, cfg)
+                .default_backoff()
+                .applied_objects()
+                .boxed();
             while let Some(ev) = stream.next().await {
                 if let Ok(cm) = ev {
                     seen.lock().unwrap().push(cm.name_any());
@@ -425,14 +467,21 @@ async fn watcher_survives_a_restart() {
         cm.metadata.name = Some(name.into());
         cm
     };
-    cms.create(&PostParams::default(), &mk("before")).await.unwrap();
+    cms.create(&PostParams::default(), &mk("before"))
+        .await
+        .unwrap();
     wait_for("before").await;
     srv.stop().await;
 
     let srv = start(dir.path(), &addr, true).await;
     let cms2: Api<ConfigMap> = Api::default_namespaced(srv.socket_client().await);
-    assert!(cms2.get("before").await.is_ok(), "data survives the restart");
-    cms2.create(&PostParams::default(), &mk("after")).await.unwrap();
+    assert!(
+        cms2.get("before").await.is_ok(),
+        "data survives the restart"
+    );
+    cms2.create(&PostParams::default(), &mk("after"))
+        .await
+        .unwrap();
     wait_for("after").await;
     watch_task.abort();
     srv.stop().await;
@@ -476,9 +525,10 @@ fn error_policy(_w: Arc<Widget>, _e: &ReconcileError, _ctx: Arc<Ctx>) -> Action 
 async fn controller_reconciles_to_status_with_finalizer() {
     init_tracing();
     let dir = tempfile::tempdir().unwrap();
-    let api = ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
-        .await
-        .unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
     let client = api.client();
     install_widgets(&client).await;
     let widgets: Api<Widget> = Api::default_namespaced(client.clone());
@@ -508,7 +558,10 @@ async fn controller_reconciles_to_status_with_finalizer() {
     assert_eq!(w.finalizers(), ["example.com/cleanup"]);
     assert_eq!(w.status.unwrap().observed_generation, Some(1));
 
-    widgets.delete("managed", &DeleteParams::default()).await.unwrap();
+    widgets
+        .delete("managed", &DeleteParams::default())
+        .await
+        .unwrap();
     let mut gone = false;
     for _ in 0..400 {
         if let Err(kube::Error::Api(e)) = widgets.get("managed").await {
@@ -526,9 +579,10 @@ async fn controller_reconciles_to_status_with_finalizer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owner_deletion_collects_dependents() {
     let dir = tempfile::tempdir().unwrap();
-    let api = ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
-        .await
-        .unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
     let client = api.client();
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let mut owner = ConfigMap::default();
@@ -571,9 +625,10 @@ async fn owner_deletion_collects_dependents() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_stream_events_and_list_watch_consistency() {
     let dir = tempfile::tempdir().unwrap();
-    let api = ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
-        .await
-        .unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
     let cms: Api<ConfigMap> = Api::default_namespaced(api.client());
     let list = cms.list(&ListParams::default()).await.unwrap();
     let rv = list.metadata.resource_version.unwrap();
@@ -604,4 +659,35 @@ async fn watch_stream_events_and_list_watch_consistency() {
         }
     }
     assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_list_watcher_gets_initial_state_then_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(api.client());
+    let mut first = ConfigMap::default();
+    first.metadata.name = Some("first".into());
+    cms.create(&PostParams::default(), &first).await.unwrap();
+    let mut stream = watcher(cms.clone(), watcher::Config::default().streaming_lists())
+        .applied_objects()
+        .boxed();
+    let got = tokio::time::timeout(Duration::from_secs(20), stream.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.name_any(), "first");
+    let mut second = ConfigMap::default();
+    second.metadata.name = Some("second".into());
+    cms.create(&PostParams::default(), &second).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(20), stream.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.name_any(), "second");
 }

@@ -37,7 +37,10 @@ async fn python_client_lists_and_watches_a_crd() {
         .unwrap();
 
     let mut child = Command::new(python)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python_client.py"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python_client.py"
+        ))
         .arg(dir.path().join("kubeconfig"))
         .arg("3")
         .stdout(Stdio::piped())
@@ -71,7 +74,10 @@ async fn python_client_lists_and_watches_a_crd() {
         )
         .await
         .unwrap();
-    widgets.delete("beta", &DeleteParams::default()).await.unwrap();
+    widgets
+        .delete("beta", &DeleteParams::default())
+        .await
+        .unwrap();
     while let Some(line) = next(&mut rx).await {
         lines.push(line.clone());
         if line == "DONE" {

@@ -91,7 +91,11 @@ impl Serve {
             .arg("--cache-dir")
             .arg(self.dir.join("kubectl-cache"))
             .args(args)
-            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("kubectl is installed");

@@ -43,7 +43,9 @@ async fn acknowledged_writes_survive_sigkill() {
     let mut srv = serve(dir.path(), port, &[]);
     {
         let api: Api<ConfigMap> = Api::default_namespaced(client_for(&srv).await);
-        api.create(&PostParams::default(), &cm("counter", 0)).await.unwrap();
+        api.create(&PostParams::default(), &cm("counter", 0))
+            .await
+            .unwrap();
     }
     let acked = Arc::new(Mutex::new(Acked::default()));
     let mut seq = 0u64;
@@ -70,7 +72,9 @@ async fn acknowledged_writes_survive_sigkill() {
                         return i;
                     };
                     counter.data = Some(BTreeMap::from([("v".into(), i.to_string())]));
-                    let Ok(updated) = api.replace("counter", &PostParams::default(), &counter).await
+                    let Ok(updated) = api
+                        .replace("counter", &PostParams::default(), &counter)
+                        .await
                     else {
                         return i;
                     };
@@ -92,9 +96,15 @@ async fn acknowledged_writes_survive_sigkill() {
         let present: std::collections::HashSet<String> =
             list.items.iter().map(|c| c.name_any()).collect();
         let a = acked.lock().unwrap();
-        assert!(!a.created.is_empty(), "round {round}: some writes were acknowledged");
+        assert!(
+            !a.created.is_empty(),
+            "round {round}: some writes were acknowledged"
+        );
         for name in &a.created {
-            assert!(present.contains(name), "round {round}: acknowledged {name} lost");
+            assert!(
+                present.contains(name),
+                "round {round}: acknowledged {name} lost"
+            );
         }
         let counter: u64 = api.get("counter").await.unwrap().data.unwrap()["v"]
             .parse()
@@ -105,12 +115,19 @@ async fn acknowledged_writes_survive_sigkill() {
             a.counter
         );
         let list_rv: u64 = list.metadata.resource_version.unwrap().parse().unwrap();
-        assert!(list_rv >= a.max_rv, "round {round}: revision went backwards");
+        assert!(
+            list_rv >= a.max_rv,
+            "round {round}: revision went backwards"
+        );
         let fresh = api
             .create(&PostParams::default(), &cm(&format!("after-{round}"), 0))
             .await
             .unwrap();
         let rv: u64 = fresh.resource_version().unwrap().parse().unwrap();
-        assert!(rv > a.max_rv, "round {round}: new revision {rv} <= {}", a.max_rv);
+        assert!(
+            rv > a.max_rv,
+            "round {round}: new revision {rv} <= {}",
+            a.max_rv
+        );
     }
 }

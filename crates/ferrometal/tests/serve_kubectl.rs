@@ -87,7 +87,10 @@ fn kubectl_end_to_end() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&srv.kubeconfig).unwrap().permissions().mode();
+        let mode = std::fs::metadata(&srv.kubeconfig)
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600, "kubeconfig is private");
     }
 
@@ -142,7 +145,10 @@ fn kubectl_end_to_end() {
     let out = srv.ok(&["get", "gd", "-l", "tier in (front,middle)", "-o", "name"]);
     assert_eq!(out.trim(), "gadget.example.com/g1");
     let yaml = srv.ok(&["get", "gadget", "g1", "-o", "yaml"]);
-    assert!(yaml.contains("color: blue"), "schema default applied: {yaml}");
+    assert!(
+        yaml.contains("color: blue"),
+        "schema default applied: {yaml}"
+    );
     assert!(yaml.contains("generation: 1"), "{yaml}");
     let json: serde_json::Value =
         serde_json::from_str(&srv.ok(&["get", "configmap", "settings", "-o", "json"])).unwrap();
@@ -150,8 +156,16 @@ fn kubectl_end_to_end() {
 
     // Patches, annotate, label.
     assert_eq!(
-        srv.ok(&["patch", "gadget", "g1", "--type", "merge", "-p", r#"{"spec":{"size":7}}"#])
-            .trim(),
+        srv.ok(&[
+            "patch",
+            "gadget",
+            "g1",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"size":7}}"#
+        ])
+        .trim(),
         "gadget.example.com/g1 patched"
     );
     srv.ok(&[
@@ -163,7 +177,13 @@ fn kubectl_end_to_end() {
         "-p",
         r#"[{"op":"replace","path":"/spec/color","value":"red"}]"#,
     ]);
-    srv.ok(&["patch", "configmap", "settings", "-p", r#"{"data":{"extra":"1"}}"#]);
+    srv.ok(&[
+        "patch",
+        "configmap",
+        "settings",
+        "-p",
+        r#"{"data":{"extra":"1"}}"#,
+    ]);
     srv.ok(&["annotate", "gadget", "g1", "owner=team-a"]);
     srv.ok(&["label", "gadget", "g1", "env=prod"]);
     let out = srv.ok(&[
@@ -178,10 +198,36 @@ fn kubectl_end_to_end() {
     assert_eq!(out, "1");
 
     // Server-side validation errors are shown with the field path.
-    let err = srv.fails(&["patch", "gadget", "g1", "--type", "merge", "-p", r#"{"spec":{"size":500}}"#]);
+    let err = srv.fails(&[
+        "patch",
+        "gadget",
+        "g1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":500}}"#,
+    ]);
     assert!(err.contains("size must be below 100"), "{err}");
-    let err = srv.fails(&["patch", "gadget", "g1", "--type", "merge", "-p", r#"{"spec":{"size":0}}"#]);
+    let err = srv.fails(&[
+        "patch",
+        "gadget",
+        "g1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":0}}"#,
+    ]);
     assert!(err.contains("spec.size"), "{err}");
+
+    // Unknown fields are rejected (kubectl asks for strict field validation).
+    let typo = write(
+        dir.path(),
+        "typo.yaml",
+        "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: typo\nspec:\n  size: 1\n  colour: red\n",
+    );
+    let err = srv.fails(&["apply", "-f", &typo]);
+    assert!(err.contains(r#"unknown field "spec.colour""#), "{err}");
+    srv.fails(&["get", "gadget", "typo"]);
 
     // create / replace.
     let g3 = "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g3\nspec:\n  size: 1\n";
@@ -234,7 +280,13 @@ fn kubectl_end_to_end() {
     ]);
     let out = srv.ok(&["delete", "gadget", "g2", "--wait=false"]);
     assert_eq!(out.trim(), "gadget.example.com \"g2\" deleted");
-    let ts = srv.ok(&["get", "gadget", "g2", "-o", "jsonpath={.metadata.deletionTimestamp}"]);
+    let ts = srv.ok(&[
+        "get",
+        "gadget",
+        "g2",
+        "-o",
+        "jsonpath={.metadata.deletionTimestamp}",
+    ]);
     assert!(ts.ends_with('Z'), "deletionTimestamp set: {ts:?}");
     srv.ok(&[
         "patch",
@@ -246,7 +298,10 @@ fn kubectl_end_to_end() {
         r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
     ]);
     let err = srv.fails(&["get", "gadget", "g2"]);
-    assert!(err.contains(r#"gadgets.example.com "g2" not found"#), "{err}");
+    assert!(
+        err.contains(r#"gadgets.example.com "g2" not found"#),
+        "{err}"
+    );
 
     // explain and describe.
     let out = srv.ok(&["explain", "gadget.spec.size"]);
@@ -275,19 +330,36 @@ fn kubectl_end_to_end() {
 fn kubectl_get_watch_sees_changes() {
     let dir = tempfile::tempdir().unwrap();
     let srv = serve(dir.path(), free_port(), &[]);
-    srv.ok(&["create", "configmap", "--dry-run=client", "-o", "yaml", "w0"]);
+    srv.ok(&[
+        "create",
+        "configmap",
+        "--dry-run=client",
+        "-o",
+        "yaml",
+        "w0",
+    ]);
     let cm = |name: &str, v: &str| {
         format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  v: \"{v}\"\n")
     };
     let out = srv.kubectl_stdin(&["apply", "-f", "-"], Some(&cm("w1", "1")));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let mut watch = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(&srv.kubeconfig)
         .arg("--cache-dir")
         .arg(dir.path().join("kubectl-cache"))
-        .args(["get", "configmaps", "-w", "-o", "custom-columns=NAME:.metadata.name,V:.data.v"])
+        .args([
+            "get",
+            "configmaps",
+            "-w",
+            "-o",
+            "custom-columns=NAME:.metadata.name,V:.data.v",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -303,7 +375,10 @@ fn kubectl_get_watch_sees_changes() {
     });
     let mut seen = Vec::new();
     let mut wait_for = |want: &str| {
-        while !seen.iter().any(|l: &String| l.split_whitespace().collect::<Vec<_>>().join(" ") == want) {
+        while !seen
+            .iter()
+            .any(|l: &String| l.split_whitespace().collect::<Vec<_>>().join(" ") == want)
+        {
             match rx.recv_timeout(Duration::from_secs(30)) {
                 Ok(line) => seen.push(line),
                 Err(_) => panic!("kubectl -w never printed {want:?}; saw {seen:?}"),
@@ -324,7 +399,13 @@ fn refuses_anonymous_and_insecure_non_loopback() {
     let dir = tempfile::tempdir().unwrap();
     let srv = serve(dir.path(), free_port(), &[]);
     let out = Command::new("kubectl")
-        .args(["--server", &srv.url, "--insecure-skip-tls-verify", "--token", "not-the-token"])
+        .args([
+            "--server",
+            &srv.url,
+            "--insecure-skip-tls-verify",
+            "--token",
+            "not-the-token",
+        ])
         .arg("--cache-dir")
         .arg(dir.path().join("anon-cache"))
         .args(["get", "configmaps"])
@@ -337,7 +418,13 @@ fn refuses_anonymous_and_insecure_non_loopback() {
         "{err}"
     );
     let out = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
-        .args(["serve", "--insecure-no-auth", "--listen", "0.0.0.0:0", "--data-dir"])
+        .args([
+            "serve",
+            "--insecure-no-auth",
+            "--listen",
+            "0.0.0.0:0",
+            "--data-dir",
+        ])
         .arg(dir.path().join("other"))
         .output()
         .unwrap();

@@ -149,13 +149,7 @@ pub async fn install_widgets(client: &kube::Client) {
 }
 
 pub fn widget(name: &str, size: i64) -> Widget {
-    let mut w = Widget::new(
-        name,
-        WidgetSpec {
-            size,
-            color: None,
-        },
-    );
+    let mut w = Widget::new(name, WidgetSpec { size, color: None });
     w.metadata.namespace = Some("default".into());
     w
 }
@@ -185,7 +179,10 @@ pub async fn raw(
     let text = String::from_utf8_lossy(&out).to_string();
     let status: u16 = text[9..12].parse().unwrap();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_string()
@@ -201,7 +198,7 @@ fn dechunk(mut s: &str) -> String {
             break;
         }
         out.push_str(&rest[..n]);
-        s = &rest[n..].trim_start_matches("\r\n");
+        s = rest[n..].trim_start_matches("\r\n");
     }
     out
 }
