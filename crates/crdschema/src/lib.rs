@@ -165,12 +165,15 @@ impl Schema {
     /// Compiles an `openAPIV3Schema`, rejecting what kube-apiserver rejects
     /// as non-structural and CEL rules that do not compile.
     pub fn compile(open_api_v3_schema: &serde_json::Value) -> Result<Schema, Vec<FieldError>> {
-        let env = Arc::new(rules::env());
-        let root = compile::compile_root(open_api_v3_schema, &env)?;
-        Ok(Schema {
-            root: Arc::new(root),
-            env,
+        on_big_stack(|| {
+            let env = Arc::new(rules::env());
+            let root = compile::compile_root(open_api_v3_schema, &env)?;
+            Ok(Schema {
+                root: Arc::new(root),
+                env,
+            })
         })
+        .unwrap_or_else(|| Err(vec![internal_error("compiling the schema")]))
     }
 
     /// Applies `default`s where fields are missing, recursively, and drops
@@ -212,9 +215,47 @@ impl Schema {
     ) -> Vec<FieldError> {
         let mut errs = Vec::new();
         validate::validate_root(&self.root, obj, old, &mut errs);
-        rules::validate_root(&self.root, &self.env, obj, old, &mut errs);
+        if self.root.has_rules() {
+            match on_big_stack(|| rules::validate_root(&self.root, &self.env, obj, old)) {
+                Some(mut rule_errs) => errs.append(&mut rule_errs),
+                None => errs.push(internal_error("evaluating validation rules")),
+            }
+        }
         errs
     }
+}
+
+/// The stack CEL parsing and evaluation run on. cel's interpreter recurses
+/// once per level of the expression, with large frames in debug builds, so
+/// even rules within the nesting limit could exhaust a default 2 MiB thread
+/// stack; a stack overflow aborts the process, which no input may cause.
+const CEL_STACK_BYTES: usize = 256 << 20;
+
+/// Runs `f` on a scoped thread with a [`CEL_STACK_BYTES`] stack (only the
+/// pages used are committed), or inline if no thread can be had. `None`
+/// if `f` panicked, which the CEL calls inside guard against already.
+fn on_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Option<T> {
+    let mut f = Some(f);
+    let outcome = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("crdschema-cel".into())
+            .stack_size(CEL_STACK_BYTES)
+            .spawn_scoped(scope, || f.take().map(|f| f()))
+            .map(|handle| handle.join().ok().flatten())
+    });
+    match (outcome, f) {
+        (Ok(result), _) => result,
+        (Err(_), Some(f)) => Some(f()),
+        (Err(_), None) => None,
+    }
+}
+
+fn internal_error(what: &str) -> FieldError {
+    FieldError::new(
+        "",
+        Reason::FieldValueInvalid,
+        format!("Invalid value: internal error while {what}"),
+    )
 }
 
 /// A field path, rendered the way Kubernetes renders it.

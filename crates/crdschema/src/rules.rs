@@ -46,11 +46,85 @@ impl std::fmt::Debug for Rule {
     }
 }
 
+/// Longest rule or message expression accepted, in bytes; cel-go allows
+/// 100k code points, far beyond any real rule.
+const MAX_SOURCE_LEN: usize = 100_000;
+
+/// Deepest expression accepted, cel-go's default parser recursion limit.
+/// It bounds the interpreter's recursion when the rule runs.
+const MAX_EXPR_DEPTH: usize = 250;
+
 fn parse(env: &Env, src: &str) -> Result<Program, String> {
-    match catch_unwind(AssertUnwindSafe(|| env.compile(src))) {
-        Ok(Ok(p)) => Ok(p),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("the expression could not be parsed".to_string()),
+    if src.len() > MAX_SOURCE_LEN {
+        return Err(format!(
+            "ERROR: expression code point size exceeds limit: size: {}, limit {MAX_SOURCE_LEN}",
+            src.chars().count()
+        ));
+    }
+    // Brackets nest the parser's own recursion; refuse what would nest
+    // deeper than the expression may before handing it over.
+    let mut depth = 0usize;
+    let mut deepest = 0usize;
+    for c in src.chars() {
+        match c {
+            '(' | '[' | '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > MAX_EXPR_DEPTH {
+        return Err(format!(
+            "ERROR: max recursion depth exceeded: {MAX_EXPR_DEPTH}"
+        ));
+    }
+    let program = match catch_unwind(AssertUnwindSafe(|| env.compile(src))) {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err("ERROR: the expression could not be parsed".to_string()),
+    };
+    if expr_depth(program.expression(), 0) > MAX_EXPR_DEPTH {
+        return Err(format!(
+            "ERROR: max recursion depth exceeded: {MAX_EXPR_DEPTH}"
+        ));
+    }
+    Ok(program)
+}
+
+/// The depth of an expression tree, counted up to just past the limit.
+fn expr_depth(e: &IdedExpr, at: usize) -> usize {
+    if at > MAX_EXPR_DEPTH {
+        return at;
+    }
+    let next = at + 1;
+    let deepest = |items: &mut dyn Iterator<Item = &IdedExpr>| {
+        items.map(|c| expr_depth(c, next)).max().unwrap_or(next)
+    };
+    match &e.expr {
+        Expr::Call(call) => deepest(&mut call.target.as_deref().into_iter().chain(&call.args)),
+        Expr::Comprehension(c) => deepest(
+            &mut [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ]
+            .into_iter(),
+        ),
+        Expr::List(l) => deepest(&mut l.elements.iter()),
+        Expr::Map(m) => deepest(&mut m.entries.iter().flat_map(|entry| match &entry.expr {
+            EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
+            EntryExpr::StructField(sf) => vec![&sf.value],
+        })),
+        Expr::Struct(s) => deepest(&mut s.entries.iter().flat_map(|entry| match &entry.expr {
+            EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
+            EntryExpr::StructField(sf) => vec![&sf.value],
+        })),
+        Expr::Select(s) => expr_depth(&s.operand, next),
+        _ => next,
     }
 }
 
@@ -427,13 +501,13 @@ pub(crate) fn validate_root(
     env: &Arc<Env>,
     obj: &Value,
     old: Option<&Value>,
-    errs: &mut Vec<FieldError>,
-) {
-    if !n.has_rules() {
-        return;
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if n.has_rules() {
+        let ctx = root_context(env);
+        walk(n, &ctx, obj, old, &Path::default(), &mut errs, 0);
     }
-    let ctx = root_context(env);
-    walk(n, &ctx, obj, old, &Path::default(), errs, 0);
+    errs
 }
 
 const MAX_DEPTH: usize = 256;

@@ -1985,3 +1985,40 @@ fn updates_ratchet_over_unchanged_invalid_values() {
     let (_, errs) = admit(&s, stored.clone(), None);
     assert_eq!(errs.len(), 3);
 }
+
+#[test]
+fn deep_rules_are_refused_or_evaluated_without_overflow() {
+    // The longest chain accepted still evaluates.
+    let chain = vec!["1"; 249].join(" + ");
+    let s = Schema::compile(&in_spec(json!({
+        "type": "object",
+        "x-kubernetes-validations": [{"rule": format!("{chain} == 249")}]
+    })))
+    .unwrap();
+    assert_eq!(s.validate(&json!({"spec": {}}), None), vec![]);
+
+    for (n, ok) in [(90usize, true), (300, false), (20_000, false)] {
+        let chain = vec!["1"; n].join(" + ");
+        let parens = format!("{}1{} > 0", "(".repeat(n), ")".repeat(n));
+        for rule in [format!("{chain} > 0"), parens] {
+            let compiled = Schema::compile(&in_spec(json!({
+                "type": "object",
+                "x-kubernetes-validations": [{"rule": rule}]
+            })));
+            match compiled {
+                Ok(s) => {
+                    assert!(ok, "{n}-deep rule should be refused");
+                    assert_eq!(s.validate(&json!({"spec": {}}), None), vec![]);
+                }
+                Err(errs) => {
+                    assert!(!ok, "{n}-deep rule should compile: {errs:?}");
+                    assert!(
+                        errs[0].message.contains("max recursion depth exceeded"),
+                        "{}",
+                        errs[0].message
+                    );
+                }
+            }
+        }
+    }
+}
