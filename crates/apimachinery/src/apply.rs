@@ -205,13 +205,18 @@ fn child_path(parent: &str, key: &str) -> String {
 enum ListKind<'k> {
     Atomic,
     Set,
-    Map(&'k str),
+    Map(Vec<&'k str>),
 }
 
 fn list_kind<'k>(items: &[Value], strategy: &'k Option<ListStrategy>) -> ListKind<'k> {
     match strategy {
-        Some(ListStrategy::MergeByKey(k)) if items.iter().all(|i| i.get(k).is_some()) => {
-            ListKind::Map(k)
+        Some(ListStrategy::MergeByKey(k)) => {
+            let keys = crate::patch::merge_key_fields(k);
+            // The first key must be present; later ones may be defaulted.
+            match keys.first() {
+                Some(first) if items.iter().all(|i| i.get(*first).is_some()) => ListKind::Map(keys),
+                _ => ListKind::Atomic,
+            }
         }
         Some(ListStrategy::SetMerge) if items.iter().all(|i| !i.is_object() && !i.is_array()) => {
             ListKind::Set
@@ -220,13 +225,19 @@ fn list_kind<'k>(items: &[Value], strategy: &'k Option<ListStrategy>) -> ListKin
     }
 }
 
-fn item_key(item: &Value, key: &str) -> String {
+/// The key fields of an associative list item, as a JSON object.
+fn item_id(item: &Value, keys: &[&str]) -> Value {
     let mut m = Map::new();
-    m.insert(
-        key.to_string(),
-        item.get(key).cloned().unwrap_or(Value::Null),
-    );
-    format!("k:{}", Value::Object(m))
+    for k in keys {
+        if let Some(v) = item.get(*k) {
+            m.insert((*k).to_string(), v.clone());
+        }
+    }
+    Value::Object(m)
+}
+
+fn item_key(item: &Value, keys: &[&str]) -> String {
+    format!("k:{}", item_id(item, keys))
 }
 
 fn value_key(v: &Value) -> String {
@@ -260,7 +271,7 @@ fn to_set(v: &Value, path: &str, strat: Strategy) -> FieldSet {
                     for i in items {
                         let mut c = to_set(i, path, strat);
                         c.member = true;
-                        s.children.insert(item_key(i, key), c);
+                        s.children.insert(item_key(i, &key), c);
                     }
                 }
             }
@@ -293,7 +304,7 @@ fn whole_set(v: &Value, path: &str, strat: Strategy) -> FieldSet {
                 ListKind::Map(key) => {
                     for i in items {
                         s.children
-                            .insert(item_key(i, key), whole_set(i, path, strat));
+                            .insert(item_key(i, &key), whole_set(i, path, strat));
                     }
                 }
             }
@@ -345,7 +356,7 @@ fn compare(
                     let index = |l: &[Value]| -> BTreeMap<String, usize> {
                         l.iter()
                             .enumerate()
-                            .map(|(i, v)| (item_key(v, key), i))
+                            .map(|(i, v)| (item_key(v, &key), i))
                             .collect()
                     };
                     let (ai, bi) = (index(a), index(b));
@@ -457,7 +468,7 @@ fn ssa_merge(live: &Value, applied: &Value, path: &str, strat: Strategy) -> Valu
             let st = strat(path);
             match (list_kind(l, &st), list_kind(a, &st)) {
                 (ListKind::Map(key), ListKind::Map(_)) => {
-                    let id = |v: &Value| v.get(key).cloned().unwrap_or(Value::Null);
+                    let id = |v: &Value| item_id(v, &key);
                     Value::Array(merge_ordered(l, a, &id, &|lv, av| match lv {
                         Some(lv) => ssa_merge(lv, av, path, strat),
                         None => without_nulls(av),
@@ -880,8 +891,8 @@ pub fn record_update_with(
 }
 
 /// A list strategy read from an OpenAPI v3 schema (a CRD version's
-/// `openAPIV3Schema`): `x-kubernetes-list-type: map` with
-/// `x-kubernetes-list-map-keys` merges by the first key, `set` is a set, and
+/// `openAPIV3Schema`): `x-kubernetes-list-type: map` merges by all of
+/// `x-kubernetes-list-map-keys` (comma-joined), `set` is a set, and
 /// anything else is atomic. `path` is dotted, list items adding no segment.
 pub fn schema_list_strategy(schema: &Value, path: &str) -> Option<ListStrategy> {
     let mut cur = schema;
@@ -894,12 +905,16 @@ pub fn schema_list_strategy(schema: &Value, path: &str) -> Option<ListStrategy> 
     }
     match cur.get("x-kubernetes-list-type").and_then(Value::as_str) {
         Some("map") => {
-            let key = cur
+            let keys: Vec<&str> = cur
                 .get("x-kubernetes-list-map-keys")?
                 .as_array()?
-                .first()?
-                .as_str()?;
-            Some(ListStrategy::MergeByKey(key.to_string()))
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            if keys.is_empty() {
+                return None;
+            }
+            Some(ListStrategy::MergeByKey(keys.join(",")))
         }
         Some("set") => Some(ListStrategy::SetMerge),
         Some(_) => Some(ListStrategy::Replace),
@@ -1288,6 +1303,45 @@ mod tests {
             .collect();
         assert_eq!(names, ["b", "a", "x", "y", "c"]);
         assert_eq!(out["spec"]["l"][0], json!({"n": "b", "v": 1}));
+    }
+
+    #[test]
+    fn multi_key_lists_from_schema() {
+        let schema = json!({"properties": {"spec": {"properties": {"ports": {"type": "array",
+            "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["port", "protocol"]}}}}});
+        assert_eq!(
+            schema_list_strategy(&schema, "spec.ports"),
+            Some(ListStrategy::MergeByKey("port,protocol".into()))
+        );
+        let strat = |p: &str| schema_list_strategy(&schema, p);
+        let obj = |l: Value| json!({"apiVersion": "x/v1", "kind": "S", "metadata": {"name": "s"}, "spec": {"ports": l}});
+        let live = apply_with(
+            None,
+            &obj(json!([{"port": 80, "protocol": "TCP", "n": "a"}])),
+            &opts("alice", false, "T1"),
+            &strat,
+        )
+        .unwrap();
+        assert_eq!(
+            entries(&live)[0]["fieldsV1"]["f:spec"]["f:ports"],
+            json!({"k:{\"port\":80,\"protocol\":\"TCP\"}": {".": {}, "f:n": {}, "f:port": {}, "f:protocol": {}}})
+        );
+        let out = apply_with(
+            Some(&live),
+            &obj(json!([{"port": 80, "protocol": "UDP", "n": "b"}])),
+            &opts("bob", false, "T2"),
+            &strat,
+        )
+        .unwrap();
+        assert_eq!(out["spec"]["ports"].as_array().unwrap().len(), 2);
+        let errs = apply_with(
+            Some(&out),
+            &obj(json!([{"port": 80, "protocol": "TCP", "n": "z"}])),
+            &opts("bob", false, "T3"),
+            &strat,
+        )
+        .unwrap_err();
+        assert_eq!(errs[0].field, ".spec.ports[port=80,protocol=\"TCP\"].n");
     }
 
     #[test]

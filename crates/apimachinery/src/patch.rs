@@ -24,7 +24,9 @@ pub enum PatchError {
 /// How a list at a given path merges in a strategic merge patch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListStrategy {
-    /// `patchStrategy: merge` with `patchMergeKey`: elements are objects matched by this key.
+    /// `patchStrategy: merge` with `patchMergeKey`: elements are objects
+    /// matched by this key. Several comma-separated keys (a CRD's
+    /// `x-kubernetes-list-map-keys`) match on all of them.
     MergeByKey(String),
     /// `patchStrategy: merge` on a list of primitives: set union.
     SetMerge,
@@ -234,6 +236,14 @@ fn strip_directives(
     Ok(merge_map(Map::new(), &p, path, strat)?.unwrap_or_default())
 }
 
+/// The field names of a merge key: one name, or several comma-separated.
+pub fn merge_key_fields(key: &str) -> Vec<&str> {
+    key.split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .collect()
+}
+
 fn is_directive_element(v: &Value) -> bool {
     v.as_object()
         .is_some_and(|m| m.len() == 1 && m.contains_key(PATCH))
@@ -260,14 +270,16 @@ fn merge_list(
                         "list {path:?} merges by key {key:?} but the patch element {item} is not an object"
                     )));
                 };
-                let Some(kv) = pm.get(&key) else {
+                let keys = merge_key_fields(&key);
+                if !keys.iter().any(|k| pm.contains_key(*k)) {
                     return Err(PatchError::Invalid(format!(
                         "patch element {item} of list {path:?} lacks the merge key {key:?}"
                     )));
-                };
-                let pos = out.iter().position(|o| o.get(&key) == Some(kv));
+                }
+                let same = |o: &Value| keys.iter().all(|k| o.get(*k) == pm.get(*k));
+                let pos = out.iter().position(same);
                 if pm.get(PATCH).and_then(Value::as_str) == Some("delete") {
-                    out.retain(|o| o.get(&key) != Some(kv));
+                    out.retain(|o| !same(o));
                     continue;
                 }
                 match pos {
@@ -316,9 +328,14 @@ fn merge_list(
 /// server-only elements kept where they were relative to the listed ones
 /// (the interleaving rule of strategicpatch's mergeSortedSlice).
 fn apply_element_order(list: Vec<Value>, order: &[Value], key: Option<&str>) -> Vec<Value> {
+    let keys = key.map(merge_key_fields);
     let ident = |v: &Value| -> Value {
-        match key {
-            Some(k) => v.get(k).cloned().unwrap_or(Value::Null),
+        match &keys {
+            Some(ks) => Value::Array(
+                ks.iter()
+                    .map(|k| v.get(*k).cloned().unwrap_or(Value::Null))
+                    .collect(),
+            ),
             None => v.clone(),
         }
     };
@@ -760,6 +777,23 @@ mod tests {
                 let _ = json_patch(&mut t, p);
             }
         }
+    }
+
+    #[test]
+    fn smp_multi_key_lists() {
+        let strat =
+            |p: &str| (p == "ports").then(|| ListStrategy::MergeByKey("port,protocol".into()));
+        let mut t = json!({"ports": [{"port": 80, "protocol": "TCP", "n": 1}, {"port": 80, "protocol": "UDP", "n": 2}]});
+        strategic_merge_patch(
+            &mut t,
+            &json!({"ports": [{"port": 80, "protocol": "UDP", "n": 3}, {"port": 443, "protocol": "TCP", "$patch": "delete"}]}),
+            &strat,
+        )
+        .unwrap();
+        assert_eq!(
+            t["ports"],
+            json!([{"port": 80, "protocol": "TCP", "n": 1}, {"port": 80, "protocol": "UDP", "n": 3}])
+        );
     }
 
     #[test]
