@@ -27,6 +27,8 @@ pub struct Context {
     states: Mutex<HashMap<String, ProvisioningState>>,
     /// The resourceVersion of our own last write per host, to spot a stale cache.
     written: Mutex<HashMap<String, u64>>,
+    /// Capacity slots granted whose start the cache may not show yet.
+    pub capacity_grants: tokio::sync::Mutex<HashMap<String, std::time::Instant>>,
 }
 
 impl Context {
@@ -54,6 +56,7 @@ impl Context {
             api_failures: Mutex::default(),
             states: Mutex::default(),
             written: Mutex::default(),
+            capacity_grants: Default::default(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! One reconcile of one host: read the host's Secrets, decide, make at most one provisioner
 //! call, decide again with its outcome, then write what changed.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -297,25 +298,45 @@ fn done(_: ()) -> Outcome {
     Outcome::Done
 }
 
-/// Hosts that hold an inspection, provisioning or deprovisioning slot right now.
-fn busy_hosts(ctx: &Context, except: &BareMetalHost) -> usize {
-    ctx.hosts
-        .state()
-        .iter()
-        .filter(|h| h.uid() != except.uid())
-        .filter(|h| {
-            let Some(s) = h.status.as_ref() else {
-                return false;
-            };
-            let m = match s.provisioning.state {
-                ProvisioningState::Inspecting => &s.operation_history.inspect,
-                ProvisioningState::Provisioning => &s.operation_history.provision,
-                ProvisioningState::Deprovisioning => &s.operation_history.deprovision,
-                _ => return false,
-            };
-            m.start.is_some() && m.end.is_none()
-        })
-        .count()
+/// (hosts whose busy operation started, hosts holding a slot now) per the cache.
+fn busy_hosts(ctx: &Context) -> (HashSet<String>, HashSet<String>) {
+    let mut started = HashSet::new();
+    let mut busy = HashSet::new();
+    for h in ctx.hosts.state() {
+        let Some(s) = h.status.as_ref() else {
+            continue;
+        };
+        let m = match s.provisioning.state {
+            ProvisioningState::Inspecting => &s.operation_history.inspect,
+            ProvisioningState::Provisioning => &s.operation_history.provision,
+            ProvisioningState::Deprovisioning => &s.operation_history.deprovision,
+            _ => continue,
+        };
+        if m.start.is_some() {
+            started.insert(key(&h));
+            if m.end.is_none() {
+                busy.insert(key(&h));
+            }
+        }
+    }
+    (started, busy)
+}
+
+/// Asks for a slot. Serialized, and counting slots granted but not yet visible in the cache,
+/// so concurrent reconciles cannot overshoot the limit.
+async fn capacity(ctx: &Context, host: &BareMetalHost) -> bool {
+    let me = key(host);
+    let mut grants = ctx.capacity_grants.lock().await;
+    let (started, mut busy) = busy_hosts(ctx);
+    // Once the cache shows the operation started, the cache is the authority.
+    grants.retain(|k, at| !started.contains(k) && at.elapsed() < Duration::from_secs(30));
+    busy.extend(grants.keys().cloned());
+    busy.remove(&me);
+    let ok = ctx.provisioner.has_capacity(busy.len()).await;
+    if ok {
+        grants.insert(me, Instant::now());
+    }
+    ok
 }
 
 async fn execute(
@@ -325,8 +346,7 @@ async fn execute(
     credentials: Option<&Credentials>,
 ) -> Outcome {
     if *call == Call::HasCapacity {
-        let busy = busy_hosts(ctx, host);
-        return Outcome::Capacity(ctx.provisioner.has_capacity(busy).await);
+        return Outcome::Capacity(capacity(ctx, host).await);
     }
     let info = match host_info(host, credentials) {
         Ok(i) => i,
@@ -405,6 +425,8 @@ async fn apply(
     if let Some(details) = &d.hardware_data {
         crate::hardware_data::apply(&ctx.client, host, details).await?;
     }
+    // Before the metadata patch: removing the finalizer makes the host vanish.
+    crate::events::publish(&ctx.recorder, host, &d.events).await;
     let mut meta = serde_json::Map::new();
     if !d.remove_annotations.is_empty() {
         let removals: serde_json::Map<String, Value> = d
@@ -434,7 +456,6 @@ async fn apply(
             ctx.wrote(key, h.meta().resource_version.as_deref());
         }
     }
-    crate::events::publish(&ctx.recorder, host, &d.events).await;
     match d.memo {
         MemoChange::Keep => {}
         MemoChange::Set(m) => ctx.set_memo(key, Some(m)),

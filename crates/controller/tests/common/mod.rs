@@ -1,0 +1,442 @@
+//! The controller against the in-process API server and the fixture provisioner.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferrometal_api::annotations::Operation;
+use ferrometal_api::{
+    BareMetalHost, BareMetalHostSpec, BmcDetails, HardwareDetails, ProvisioningState,
+};
+use ferrometal_apiserver::{ApiServer, ServerConfig};
+use ferrometal_bmc::PowerState;
+use ferrometal_controller::ControllerConfig;
+use ferrometal_provisioner::fixture::FixtureProvisioner;
+use ferrometal_provisioner::{
+    Deployment, ErrorKind, HostInfo, PowerOffMode, Provisioner, ProvisionerError, Registration,
+    Result, Step,
+};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+pub const NS: &str = "default";
+pub const GOOD_PASSWORD: &str = "right-password";
+
+/// The fixture behind a BMC that only accepts [`GOOD_PASSWORD`].
+pub struct Checked {
+    pub fixture: Arc<FixtureProvisioner>,
+    pub password: Mutex<String>,
+}
+
+impl Checked {
+    fn check(&self, host: &HostInfo) -> Result<()> {
+        if host.credentials.password() == self.password.lock().unwrap().as_str() {
+            Ok(())
+        } else {
+            Err(ProvisionerError::new(
+                ErrorKind::Credentials,
+                format!("BMC {} refused the credentials (401)", host.bmc.authority()),
+            ))
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Provisioner for Checked {
+    fn name(&self) -> &'static str {
+        "checked-fixture"
+    }
+    async fn is_ready(&self) -> bool {
+        self.fixture.is_ready().await
+    }
+    async fn has_capacity(&self, busy: usize) -> bool {
+        self.fixture.has_capacity(busy).await
+    }
+    async fn register(&self, host: &HostInfo, changed: bool) -> Result<Step<Registration>> {
+        self.check(host)?;
+        self.fixture.register(host, changed).await
+    }
+    async fn inspect(
+        &self,
+        host: &HostInfo,
+        refresh: bool,
+    ) -> Result<Step<Option<HardwareDetails>>> {
+        self.fixture.inspect(host, refresh).await
+    }
+    async fn prepare(&self, host: &HostInfo) -> Result<Step> {
+        self.fixture.prepare(host).await
+    }
+    async fn provision(&self, host: &HostInfo, d: &Deployment) -> Result<Step> {
+        self.fixture.provision(host, d).await
+    }
+    async fn deprovision(&self, host: &HostInfo) -> Result<Step> {
+        self.fixture.deprovision(host).await
+    }
+    async fn adopt(&self, host: &HostInfo, d: &Deployment) -> Result<Step> {
+        self.fixture.adopt(host, d).await
+    }
+    async fn power_state(&self, host: &HostInfo) -> Result<PowerState> {
+        self.fixture.power_state(host).await
+    }
+    async fn power_on(&self, host: &HostInfo) -> Result<Step> {
+        self.fixture.power_on(host).await
+    }
+    async fn power_off(&self, host: &HostInfo, mode: PowerOffMode) -> Result<Step> {
+        self.fixture.power_off(host, mode).await
+    }
+    async fn operation(&self, host: &HostInfo, op: Operation) -> Result<Step> {
+        self.fixture.operation(host, op).await
+    }
+    async fn detach(&self, host: &HostInfo) -> Result<Step> {
+        self.fixture.detach(host).await
+    }
+    async fn delete(&self, host: &HostInfo) -> Result<Step> {
+        self.fixture.delete(host).await
+    }
+}
+
+pub struct Harness {
+    pub server: ApiServer,
+    pub client: Client,
+    pub fixture: Arc<FixtureProvisioner>,
+    pub checked: Arc<Checked>,
+    pub hosts: Api<BareMetalHost>,
+    pub secrets: Api<Secret>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    _dir: tempfile::TempDir,
+}
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
+}
+
+/// Test timing: seconds and milliseconds instead of metal3's minutes.
+pub fn fast_config() -> ControllerConfig {
+    ControllerConfig {
+        power_poll_interval: Duration::from_millis(500),
+        backoff_base: Duration::from_millis(100),
+        backoff_cap: Duration::from_secs(2),
+        delayed_retry: Duration::from_millis(100),
+        detached_recheck: Duration::from_secs(5),
+        not_ready_retry: Duration::from_millis(100),
+        api_error_backoff: Duration::from_millis(50),
+        ..ControllerConfig::default()
+    }
+}
+
+impl Harness {
+    pub async fn start(fixture: FixtureProvisioner) -> Harness {
+        Harness::start_with(fixture, fast_config()).await
+    }
+
+    pub async fn start_with(fixture: FixtureProvisioner, config: ControllerConfig) -> Harness {
+        init_tracing();
+        let dir = tempfile::tempdir().unwrap();
+        let server = ApiServer::open(ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
+        let client = server.client();
+        install_crds(&client).await;
+        let fixture = Arc::new(fixture);
+        let checked = Arc::new(Checked {
+            fixture: fixture.clone(),
+            password: Mutex::new(GOOD_PASSWORD.into()),
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(ferrometal_controller::run(
+            client.clone(),
+            checked.clone(),
+            config,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Harness {
+            hosts: Api::namespaced(client.clone(), NS),
+            secrets: Api::namespaced(client.clone(), NS),
+            server,
+            client,
+            fixture,
+            checked,
+            stop: Some(stop),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+
+    /// Stops the controller and waits for it to return.
+    pub async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(30), task)
+                .await
+                .expect("controller stops")
+                .unwrap()
+                .unwrap();
+        }
+    }
+
+    pub async fn secret(&self, name: &str, password: &str) -> Secret {
+        let mut s = Secret::default();
+        s.metadata.name = Some(name.into());
+        s.data = Some(BTreeMap::from([
+            ("username".into(), ByteString(b"admin".to_vec())),
+            ("password".into(), ByteString(password.as_bytes().to_vec())),
+        ]));
+        match self.secrets.create(&PostParams::default(), &s).await {
+            Ok(s) => s,
+            Err(kube::Error::Api(e)) if e.code == 409 => self
+                .secrets
+                .patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"data": s.data})),
+                )
+                .await
+                .unwrap(),
+            Err(e) => panic!("secret: {e}"),
+        }
+    }
+
+    pub fn spec(&self, secret: &str) -> BareMetalHostSpec {
+        BareMetalHostSpec {
+            bmc: Some(BmcDetails {
+                address: "redfish+http://127.0.0.1:8000/redfish/v1/Systems/1".into(),
+                credentials_name: secret.into(),
+                disable_certificate_verification: false,
+            }),
+            online: true,
+            ..Default::default()
+        }
+    }
+
+    pub async fn create(
+        &self,
+        name: &str,
+        spec: BareMetalHostSpec,
+        annotations: &[(&str, &str)],
+    ) -> BareMetalHost {
+        let mut h = BareMetalHost::new(name, spec);
+        h.metadata.namespace = Some(NS.into());
+        if !annotations.is_empty() {
+            h.metadata.annotations = Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+        }
+        self.hosts.create(&PostParams::default(), &h).await.unwrap()
+    }
+
+    /// Secret + host, then wait until the host is available.
+    pub async fn available_host(&self, name: &str) -> BareMetalHost {
+        self.secret(&format!("{name}-bmc"), GOOD_PASSWORD).await;
+        self.create(name, self.spec(&format!("{name}-bmc")), &[])
+            .await;
+        self.wait(name, "available and on", |h| {
+            h.state() == ProvisioningState::Available
+                && h.status.as_ref().is_some_and(|s| s.powered_on)
+        })
+        .await
+    }
+
+    pub async fn get(&self, name: &str) -> BareMetalHost {
+        self.hosts.get(name).await.unwrap()
+    }
+
+    /// Polls (bounded) until `ok` holds for the host.
+    pub async fn wait(
+        &self,
+        name: &str,
+        what: &str,
+        ok: impl Fn(&BareMetalHost) -> bool,
+    ) -> BareMetalHost {
+        let mut last = None;
+        for _ in 0..1500 {
+            if let Ok(h) = self.hosts.get(name).await {
+                if ok(&h) {
+                    return h;
+                }
+                last = Some(h);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!(
+            "host {name} never became {what}; last seen: {:#?}",
+            last.map(|h| (h.metadata.annotations, h.metadata.finalizers, h.status))
+        );
+    }
+
+    /// Polls (bounded) until `ok` holds.
+    pub async fn until(&self, what: &str, ok: impl Fn() -> bool) {
+        for _ in 0..1500 {
+            if ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("never: {what}");
+    }
+
+    pub async fn wait_gone(&self, name: &str) {
+        for _ in 0..1500 {
+            if let Err(kube::Error::Api(e)) = self.hosts.get(name).await {
+                assert_eq!(e.code, 404);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let h = self.hosts.get(name).await.ok();
+        panic!(
+            "host {name} was never deleted: {:#?}",
+            h.map(|h| (h.metadata.finalizers, h.status))
+        );
+    }
+
+    pub async fn annotate(&self, name: &str, key: &str, value: Option<&str>) {
+        self.hosts
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+            )
+            .await
+            .unwrap();
+    }
+
+    pub async fn patch_spec(&self, name: &str, spec: serde_json::Value) {
+        self.hosts
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": spec })),
+            )
+            .await
+            .unwrap();
+    }
+
+    pub async fn delete(&self, name: &str) {
+        self.hosts
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+
+    /// (type, reason, note) of the Events about host `name`, oldest first.
+    pub async fn events(&self, name: &str) -> Vec<(String, String, String)> {
+        let api: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), NS);
+        let mut events: Vec<_> = api
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .collect();
+        events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+        events
+            .into_iter()
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    pub async fn has_event(&self, name: &str, reason: &str) -> bool {
+        self.events(name).await.iter().any(|(_, r, _)| r == reason)
+    }
+
+    pub async fn wait_event(&self, name: &str, reason: &str) -> (String, String, String) {
+        for _ in 0..1500 {
+            if let Some(e) = self
+                .events(name)
+                .await
+                .into_iter()
+                .find(|(_, r, _)| r == reason)
+            {
+                return e;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!(
+            "no {reason} Event for {name}: {:#?}",
+            self.events(name).await
+        );
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        let _ = self.server.shutdown();
+    }
+}
+
+pub fn key(name: &str) -> String {
+    format!("{NS}~{name}")
+}
+
+async fn install_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in ferrometal_api::crds() {
+        let crd = without_metadata_field_paths(crd);
+        let name = crd.name_any();
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("creating CRD {name}: {e}"),
+        }
+        let established = kube::runtime::wait::await_condition(
+            crds.clone(),
+            &name,
+            kube::runtime::wait::conditions::is_crd_established(),
+        );
+        tokio::time::timeout(Duration::from_secs(30), established)
+            .await
+            .expect("CRD established")
+            .unwrap();
+    }
+}
+
+/// The generated BareMetalHost CRD has a root rule with `fieldPath: .metadata.name`, which the
+/// server (like kube-apiserver, whose root schema has no `metadata` properties) rejects as "does
+/// not refer to a valid field". Drop such field paths so the CRD installs; the rule still runs.
+fn without_metadata_field_paths(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let mut v = serde_json::to_value(crd).unwrap();
+    if let Some(versions) = v["spec"]["versions"].as_array_mut() {
+        for version in versions {
+            let schema = &mut version["schema"]["openAPIV3Schema"];
+            if let Some(rules) = schema["x-kubernetes-validations"].as_array_mut() {
+                for rule in rules {
+                    if rule["fieldPath"]
+                        .as_str()
+                        .is_some_and(|p| p.starts_with(".metadata"))
+                        && let Some(r) = rule.as_object_mut()
+                    {
+                        r.remove("fieldPath");
+                    }
+                }
+            }
+        }
+    }
+    serde_json::from_value(v).unwrap()
+}
