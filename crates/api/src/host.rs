@@ -27,7 +27,7 @@ use crate::hardware::HardwareDetails;
     printcolumn = r#"{"name":"Error","type":"string","jsonPath":".status.errorType","description":"Type of the most recent error"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name":"BMC","type":"string","jsonPath":".spec.bmc.address","description":"Address of management controller","priority":1}"#,
-    validation = Rule::new("!self.metadata.name.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')").message("metadata.name must not be a UUID").field_path(".metadata.name"),
+    validation = Rule::new("!self.metadata.name.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')").message("metadata.name must not be a UUID"),
     validation = Rule::new("!has(oldSelf.spec.bmc) || !has(self.spec.bmc) || self.spec.bmc.address == oldSelf.spec.bmc.address || !has(oldSelf.status) || !has(oldSelf.status.provisioning) || oldSelf.status.provisioning.state in ['', 'registering', 'unmanaged'] || (has(oldSelf.status.operationalStatus) && oldSelf.status.operationalStatus == 'detached')").message("BMC address can not be changed once registered, unless the host is detached").field_path(".spec.bmc.address"),
     validation = Rule::new("self.spec.externallyProvisioned == oldSelf.spec.externallyProvisioned || !self.spec.externallyProvisioned || !has(oldSelf.status) || !has(oldSelf.status.provisioning) || oldSelf.status.provisioning.state in ['', 'unmanaged', 'registering', 'inspecting', 'preparing', 'available', 'ready']").message("externallyProvisioned can only be set while the host is available or earlier").field_path(".spec.externallyProvisioned"),
 )]

@@ -1,9 +1,12 @@
 //! The ferrometal binary: CLI wiring only. Each subcommand lives in its own module.
 
 mod cmd_bmc;
+mod cmd_controller;
 mod cmd_crds;
+mod cmd_demo;
 mod cmd_emulate;
 mod cmd_serve;
+mod controllers;
 
 use clap::{Parser, Subcommand};
 
@@ -32,6 +35,10 @@ enum Command {
     Emulate(cmd_emulate::Args),
     /// Print the CustomResourceDefinitions (for `kubectl apply -f -` on a real cluster).
     Crds,
+    /// Everything on one machine: an emulated fleet, the API server and the controllers.
+    Demo(cmd_demo::Args),
+    /// Run the controllers against a Kubernetes API server (cluster mode).
+    Controller(cmd_controller::Args),
     /// Run the embedded Kubernetes-compatible API server (and, later, the controllers).
     Serve(cmd_serve::Args),
 }
@@ -57,6 +64,8 @@ async fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Bmc(args) => cmd_bmc::run(args).await,
         Command::Crds => cmd_crds::run(),
+        Command::Controller(args) => cmd_controller::run(args).await,
+        Command::Demo(args) => cmd_demo::run(args).await,
         Command::Emulate(args) => cmd_emulate::run(args).await,
         Command::Serve(args) => cmd_serve::run(args).await,
     };
@@ -66,5 +75,27 @@ async fn main() -> std::process::ExitCode {
             eprintln!("error: {err:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
     }
 }

@@ -1,0 +1,193 @@
+//! Starting the controllers with a chosen provisioner, and the metrics endpoint. Shared by
+//! `serve` (in-process client), `controller` (any cluster) and `demo`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::ValueEnum;
+use ferrometal_bmc::{Protocol, RequestObserver};
+use ferrometal_controller::ControllerConfig;
+use ferrometal_provisioner::Provisioner;
+use ferrometal_provisioner::fixture::FixtureProvisioner;
+use ferrometal_provisioner::redfish::{RedfishOptions, RedfishProvisioner};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProvisionerKind {
+    /// Drive BMCs directly (Redfish; IPMI for power and boot only).
+    Redfish,
+    /// In-memory, for tests and benchmarks: touches no BMC.
+    Fixture,
+}
+
+/// Controller flags shared by every command that runs controllers.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ControllerArgs {
+    /// Which provisioner drives the hosts.
+    #[arg(long, value_enum, default_value_t = ProvisionerKind::Redfish)]
+    pub provisioner: ProvisionerKind,
+    /// Steady-state power poll per host, in seconds (metal3 uses 60).
+    #[arg(long, default_value_t = 60)]
+    pub power_poll_interval: u64,
+    /// Hosts reconciled at once.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: u16,
+    /// Hosts inspecting, provisioning or deprovisioning at once; more wait as `delayed`.
+    #[arg(long, default_value_t = 20)]
+    pub max_busy: usize,
+    /// Per-request BMC timeout, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub bmc_timeout: u64,
+    /// First error backoff in seconds; doubles per consecutive error (metal3: 60).
+    #[arg(long, default_value_t = 10)]
+    pub error_backoff: u64,
+    /// Only manage hosts with these labels (e.g. `ferrometal.io/shard=a`), to split a fleet.
+    #[arg(long)]
+    pub label_selector: Option<String>,
+    /// Serve Prometheus metrics on this address (`/metrics`).
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+/// BMC requests sent, by protocol and method, for /metrics and the demo summary.
+#[derive(Default)]
+pub struct BmcRequests {
+    counts: [AtomicU64; 6],
+}
+
+const BMC_METHODS: [(&str, &str); 6] = [
+    ("redfish", "GET"),
+    ("redfish", "POST"),
+    ("redfish", "PATCH"),
+    ("redfish", "DELETE"),
+    ("redfish", "OTHER"),
+    ("ipmi", "IPMI"),
+];
+
+impl RequestObserver for BmcRequests {
+    fn on_request(&self, protocol: Protocol, method: &'static str) {
+        let index = match (protocol, method) {
+            (Protocol::Ipmi, _) => 5,
+            (_, "GET") => 0,
+            (_, "POST") => 1,
+            (_, "PATCH") => 2,
+            (_, "DELETE") => 3,
+            _ => 4,
+        };
+        self.counts[index].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl BmcRequests {
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    fn exposition(&self) -> String {
+        let mut out = String::from(
+            "# HELP ferrometal_bmc_requests BMC requests sent.\n# TYPE ferrometal_bmc_requests counter\n",
+        );
+        for ((protocol, method), count) in BMC_METHODS.iter().zip(&self.counts) {
+            out.push_str(&format!(
+                "ferrometal_bmc_requests_total{{protocol=\"{protocol}\",method=\"{method}\"}} {}\n",
+                count.load(Ordering::Relaxed)
+            ));
+        }
+        out
+    }
+}
+
+impl ControllerArgs {
+    pub fn config(&self) -> ControllerConfig {
+        ControllerConfig {
+            label_selector: self.label_selector.clone(),
+            concurrency: self.concurrency.max(1),
+            power_poll_interval: Duration::from_secs(self.power_poll_interval.max(1)),
+            backoff_base: Duration::from_secs(self.error_backoff.max(1)),
+            ..ControllerConfig::default()
+        }
+    }
+
+    pub fn provisioner(&self, requests: Arc<BmcRequests>) -> Arc<dyn Provisioner> {
+        match self.provisioner {
+            ProvisionerKind::Redfish => Arc::new(RedfishProvisioner::new(RedfishOptions {
+                request_timeout: Duration::from_secs(self.bmc_timeout.max(1)),
+                max_busy: self.max_busy,
+                observer: Some(requests),
+                ..RedfishOptions::default()
+            })),
+            ProvisionerKind::Fixture => {
+                Arc::new(FixtureProvisioner::new().with_capacity(self.max_busy))
+            }
+        }
+    }
+}
+
+/// Creates or updates ferrometal's CRDs (server-side apply, so it is idempotent).
+pub async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply("ferrometal").force();
+    for crd in ferrometal_api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .with_context(|| format!("installing CRD {name}"))?;
+    }
+    Ok(())
+}
+
+/// Runs the controllers (and the metrics endpoint, if asked) until `shutdown` resolves.
+pub async fn run(
+    client: kube::Client,
+    args: ControllerArgs,
+    requests: Arc<BmcRequests>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
+    if let Some(addr) = args.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("metrics listener on {addr}"))?;
+        tracing::info!(%addr, "serving /metrics");
+        tokio::spawn(serve_metrics(listener, requests.clone()));
+    }
+    let provisioner = args.provisioner(requests);
+    ferrometal_controller::run(client, provisioner, args.config(), shutdown).await
+}
+
+/// Prometheus text: the controller's metrics plus BMC request counters.
+pub fn metrics_text(requests: &BmcRequests) -> String {
+    let text = ferrometal_controller::metrics_text();
+    let extra = requests.exposition();
+    match text.rfind("# EOF") {
+        Some(i) => format!("{}{extra}{}", &text[..i], &text[i..]),
+        None => format!("{text}{extra}"),
+    }
+}
+
+async fn serve_metrics(listener: tokio::net::TcpListener, requests: Arc<BmcRequests>) {
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let requests = requests.clone();
+                async move {
+                    (
+                        [(
+                            "content-type",
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        metrics_text(&requests),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }));
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::error!(error = %e, "metrics endpoint stopped");
+    }
+}
