@@ -331,10 +331,13 @@ impl Path {
     }
 }
 
-/// Formats a value as kube-apiserver does in `Invalid value: ...` bodies.
+/// Formats a value as kube-apiserver does in `Invalid value: ...` bodies;
+/// objects and arrays by their type only, which keeps messages short.
 pub(crate) fn fmt_value(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => quote(s),
+        serde_json::Value::Object(_) => quote("object"),
+        serde_json::Value::Array(_) => quote("array"),
         other => other.to_string(),
     }
 }

@@ -469,7 +469,7 @@ fn keyword_table() {
             json!([]),
             "spec.f",
             FieldValueTypeInvalid,
-            None,
+            Some("Invalid value: \"array\": spec.f in body must be of type object: \"array\""),
         ),
         case(
             "type array",
