@@ -269,15 +269,15 @@ async fn wait_for(
             if expected(state, index) {
                 done += 1;
             }
-            if let Some(status) = &host.status {
-                if let Some(error) = status.error_type {
-                    errors.push(format!(
-                        "{}: {}: {}",
-                        host.metadata.name.as_deref().unwrap_or("?"),
-                        error.as_str(),
-                        status.error_message
-                    ));
-                }
+            if let Some(status) = &host.status
+                && let Some(error) = status.error_type
+            {
+                errors.push(format!(
+                    "{}: {}: {}",
+                    host.metadata.name.as_deref().unwrap_or("?"),
+                    error.as_str(),
+                    status.error_message
+                ));
             }
         }
         let line = by_state
