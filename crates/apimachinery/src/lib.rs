@@ -11,11 +11,15 @@
 //!   served here.
 //! - [`apply`]: server-side apply and `Update` bookkeeping in FieldsV1
 //!   managedFields; `apply_with`/`record_update_with` take list semantics,
-//!   e.g. from a CRD schema via `schema_list_strategy`.
+//!   e.g. from a CRD schema via `schema_list_strategy` (map lists, including
+//!   multi-key ones, and sets; everything else is atomic as for CRDs).
 //! - [`table`]: `columns_for_builtin`, `columns_for_crd`, `to_table`,
 //!   `jsonpath_get`, kubectl-style ages.
 //! - [`openapi`]: `/openapi/v2`, `/openapi/v3` index and per group/version
-//!   documents, with built-in kind schemas.
+//!   documents, with built-in kind schemas. Use the `*_with_plurals`
+//!   variants when resource names are known (kubectl explain finds a kind
+//!   through its resource URL), and `v3_index_with_documents` so the index
+//!   hash changes when a schema does.
 
 pub mod apply;
 pub mod openapi;
