@@ -183,7 +183,11 @@ fn content_type(headers: &HeaderMap) -> String {
 /// Decodes a request body as JSON or YAML; malformed input is a 400.
 fn parse_body(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
     if ct.contains("protobuf") {
-        return Err(ApiError::unsupported_media_type(ct));
+        return match crate::protobuf::decode(body) {
+            Ok(Some(v)) => Ok(v),
+            Ok(None) => Err(ApiError::unsupported_media_type(ct)),
+            Err(e) => Err(ApiError::bad_request(e.to_string())),
+        };
     }
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request("the request body is empty"));

@@ -12,6 +12,7 @@ mod handlers;
 mod inprocess;
 mod meta;
 mod objects;
+mod protobuf;
 mod registry;
 mod server;
 mod status;

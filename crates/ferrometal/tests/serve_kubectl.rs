@@ -310,6 +310,59 @@ fn kubectl_end_to_end() {
     assert!(out.contains("Name:") && out.contains("g1"), "{out}");
     assert!(out.contains("Size:") && out.contains("7"), "{out}");
 
+    // Generator commands (they post protobuf).
+    assert_eq!(
+        srv.ok(&["create", "namespace", "team-a"]).trim(),
+        "namespace/team-a created"
+    );
+    srv.ok(&[
+        "create",
+        "configmap",
+        "gen",
+        "-n",
+        "team-a",
+        "--from-literal=k=v",
+    ]);
+    srv.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "pw",
+        "-n",
+        "team-a",
+        "--from-literal=password=s3cret",
+    ]);
+    assert_eq!(
+        srv.ok(&[
+            "get",
+            "cm",
+            "gen",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data.k}"
+        ]),
+        "v"
+    );
+    assert_eq!(
+        srv.ok(&[
+            "get",
+            "secret",
+            "pw",
+            "-n",
+            "team-a",
+            "-o",
+            "jsonpath={.data.password}"
+        ]),
+        "czNjcmV0"
+    );
+    // Deleting a namespace takes its contents with it.
+    srv.ok(&["delete", "namespace", "team-a"]);
+    let err = srv.fails(&["get", "namespace", "team-a"]);
+    assert!(err.contains("NotFound"), "{err}");
+    let out = srv.kubectl(&["get", "cm", "-n", "team-a", "-o", "name"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "");
+
     // Server-side apply through kubectl.
     let ssa = write(
         dir.path(),
