@@ -83,10 +83,7 @@ async fn register_inspect_provision_deprovision_delete() {
     })
     .await;
     assert_eq!(h.fixture.provisioned_image(&key("node-0")), None);
-    assert_eq!(
-        h.fixture.count(&key("node-0"), Method::Deprovision) >= 1,
-        true
-    );
+    assert!(h.fixture.count(&key("node-0"), Method::Deprovision) >= 1);
 
     // Delete: powered off, removed from the provisioner, finalizer gone.
     h.delete("node-0").await;
@@ -329,4 +326,54 @@ async fn online_is_enforced_with_one_poll_per_interval() {
         "{calls:?}"
     );
     assert_eq!(h.get("node-4").await.metadata.resource_version, rv);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_adopts_provisioned_hosts_without_reprovisioning() {
+    let mut h = Harness::start(FixtureProvisioner::new()).await;
+    h.available_host("keep").await;
+    h.patch_spec(
+        "keep",
+        json!({"image": {"url": "http://images/live.iso", "format": "live-iso"}}),
+    )
+    .await;
+    h.wait("keep", "provisioned", |h| h.state() == S::Provisioned)
+        .await;
+    let k = key("keep");
+    let provisions = h.fixture.count(&k, Method::Provision);
+    h.restart(fast_config()).await;
+    h.until("adopted by the new controller", || {
+        h.fixture.count(&k, Method::Adopt) >= 1
+    })
+    .await;
+    let polls = h.fixture.count(&k, Method::PowerState);
+    h.until("steady again", || {
+        h.fixture.count(&k, Method::PowerState) > polls
+    })
+    .await;
+    assert_eq!(
+        h.fixture.count(&k, Method::Provision),
+        provisions,
+        "not provisioned again"
+    );
+    assert_eq!(h.fixture.count(&k, Method::Deprovision), 0);
+    assert_eq!(h.fixture.count(&k, Method::PowerOff), 0);
+    assert_eq!(h.get("keep").await.state(), S::Provisioned);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_selector_shards_hosts() {
+    let mut config = fast_config();
+    config.label_selector = Some("ferrometal.io/shard=a".into());
+    let h = Harness::start_with(FixtureProvisioner::new(), config).await;
+    h.secret("bmc", GOOD_PASSWORD).await;
+    let mut mine = ferrometal_api::BareMetalHost::new("mine", h.spec("bmc"));
+    mine.metadata.labels = Some([("ferrometal.io/shard".to_string(), "a".to_string())].into());
+    h.hosts.create(&Default::default(), &mine).await.unwrap();
+    h.create("theirs", h.spec("bmc"), &[]).await;
+    h.wait("mine", "available", |h| h.state() == S::Available)
+        .await;
+    assert!(h.get("theirs").await.status.is_none());
+    assert!(h.fixture.calls().iter().all(|(k, _)| k != &key("theirs")));
 }

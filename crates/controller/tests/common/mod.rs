@@ -173,6 +173,21 @@ impl Harness {
         }
     }
 
+    /// Stops the controller and starts a fresh one (new process memory, same provisioner).
+    pub async fn restart(&mut self, config: ControllerConfig) {
+        self.stop().await;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        self.task = Some(tokio::spawn(ferrometal_controller::run(
+            self.client.clone(),
+            self.checked.clone(),
+            config,
+            async move {
+                let _ = stopped.await;
+            },
+        )));
+        self.stop = Some(stop);
+    }
+
     /// Stops the controller and waits for it to return.
     pub async fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
@@ -387,7 +402,6 @@ impl Drop for Harness {
         if let Some(task) = self.task.take() {
             task.abort();
         }
-        let _ = self.server.shutdown();
     }
 }
 

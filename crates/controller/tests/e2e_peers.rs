@@ -1,0 +1,606 @@
+//! End to end with real BMC peers: the controllers and the redfish provisioner against the
+//! project's emulator and against sushy-tools, through the embedded API server. Every outcome is
+//! checked on the BMC peer itself, not only in the host's status.
+
+#[path = "../../bmc/tests/common/mod.rs"]
+mod peers;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrometal_api::annotations as ann;
+use ferrometal_api::{BareMetalHost, ErrorType, OperationalStatus, ProvisioningState as S};
+use ferrometal_apiserver::{ApiServer, ServerConfig};
+use ferrometal_bmc::RequestCounter;
+use ferrometal_controller::ControllerConfig;
+use ferrometal_emulator::{Emulator, EmulatorConfig, Fault};
+use ferrometal_provisioner::redfish::{RedfishOptions, RedfishProvisioner};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const NS: &str = "default";
+
+struct Stack {
+    _server: ApiServer,
+    hosts: Api<BareMetalHost>,
+    secrets: Api<Secret>,
+    events: Api<k8s_openapi::api::events::v1::Event>,
+    requests: Arc<RequestCounter>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Stack {
+    async fn start() -> Stack {
+        let dir = tempfile::tempdir().unwrap();
+        let server = ApiServer::open(ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
+        let client = server.client();
+        let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+            Api::all(client.clone());
+        for crd in ferrometal_api::crds() {
+            crds.create(&PostParams::default(), &crd).await.unwrap();
+        }
+        let requests = Arc::new(RequestCounter::default());
+        let provisioner = Arc::new(RedfishProvisioner::new(RedfishOptions {
+            request_timeout: Duration::from_millis(1500),
+            observer: Some(requests.clone()),
+            poll_interval: Duration::from_millis(200),
+            step_interval: Duration::from_millis(50),
+            ..RedfishOptions::default()
+        }));
+        let config = ControllerConfig {
+            power_poll_interval: Duration::from_millis(500),
+            backoff_base: Duration::from_millis(200),
+            backoff_cap: Duration::from_secs(2),
+            delayed_retry: Duration::from_millis(200),
+            ..ControllerConfig::default()
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(ferrometal_controller::run(
+            client.clone(),
+            provisioner,
+            config,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Stack {
+            hosts: Api::namespaced(client.clone(), NS),
+            secrets: Api::namespaced(client.clone(), NS),
+            events: Api::namespaced(client, NS),
+            _server: server,
+            requests,
+            stop: Some(stop),
+            _dir: dir,
+        }
+    }
+
+    async fn secret(&self, name: &str, password: &str) {
+        let mut s = Secret::default();
+        s.metadata.name = Some(name.into());
+        s.data = Some(BTreeMap::from([
+            ("username".into(), ByteString(b"admin".to_vec())),
+            ("password".into(), ByteString(password.as_bytes().to_vec())),
+        ]));
+        if self.secrets.get_opt(name).await.unwrap().is_some() {
+            self.secrets
+                .patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"data": s.data})),
+                )
+                .await
+                .unwrap();
+        } else {
+            self.secrets
+                .create(&PostParams::default(), &s)
+                .await
+                .unwrap();
+        }
+    }
+
+    async fn host(&self, name: &str, address: &str, secret: &str, extra: serde_json::Value) {
+        let mut spec =
+            json!({"online": false, "bmc": {"address": address, "credentialsName": secret}});
+        merge(&mut spec, extra);
+        let host: BareMetalHost = serde_json::from_value(json!({
+            "apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
+            "metadata": {"name": name, "namespace": NS}, "spec": spec,
+        }))
+        .unwrap();
+        self.hosts
+            .create(&PostParams::default(), &host)
+            .await
+            .unwrap();
+    }
+
+    async fn patch(&self, name: &str, patch: serde_json::Value) {
+        self.hosts
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    }
+
+    async fn wait(
+        &self,
+        name: &str,
+        what: &str,
+        ok: impl Fn(&BareMetalHost) -> bool,
+    ) -> BareMetalHost {
+        let mut last = None;
+        for _ in 0..600 {
+            if let Ok(h) = self.hosts.get(name).await {
+                if ok(&h) {
+                    return h;
+                }
+                last = Some(h);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "host {name} never {what}; last: {:#?}",
+            last.map(|h| (h.metadata.annotations, h.status))
+        );
+    }
+
+    async fn wait_gone(&self, name: &str) {
+        for _ in 0..600 {
+            if self.hosts.get_opt(name).await.unwrap().is_none() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "host {name} was never deleted: {:#?}",
+            self.hosts.get(name).await.ok().map(|h| h.status)
+        );
+    }
+
+    async fn event_reasons(&self, name: &str) -> Vec<String> {
+        self.events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|e| e.reason.unwrap_or_default())
+            .collect()
+    }
+
+    async fn wait_event(&self, name: &str, reason: &str) {
+        for _ in 0..600 {
+            if self.event_reasons(name).await.iter().any(|r| r == reason) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "no {reason} Event for {name}: {:?}",
+            self.event_reasons(name).await
+        );
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+fn merge(base: &mut serde_json::Value, extra: serde_json::Value) {
+    if let (Some(b), serde_json::Value::Object(e)) = (base.as_object_mut(), extra) {
+        for (k, v) in e {
+            b.insert(k, v);
+        }
+    }
+}
+
+fn state(h: &BareMetalHost) -> S {
+    h.state()
+}
+
+fn annotation(h: &BareMetalHost, key: &str) -> Option<String> {
+    h.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key).cloned())
+}
+
+async fn emulator(systems: usize, delay_ms: u64) -> Emulator {
+    Emulator::start(
+        EmulatorConfig {
+            systems,
+            power_delay: Duration::from_millis(delay_ms),
+            ..EmulatorConfig::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+fn redfish(emu: &Emulator, i: usize) -> String {
+    emu.system_url(i)
+        .replace("http://", "redfish-virtualmedia+http://")
+}
+
+fn count(actions: &[String], needle: &str) -> usize {
+    actions.iter().filter(|a| a.contains(needle)).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_lifecycle_on_the_emulator() {
+    let emu = emulator(2, 100).await;
+    let stack = Stack::start().await;
+    stack.secret("bmc", "password").await;
+    stack
+        .host(
+            "node",
+            &redfish(&emu, 0),
+            "bmc",
+            json!({"bootMACAddress": "52:54:00:00:00:01"}),
+        )
+        .await;
+
+    let host = stack
+        .wait("node", "available", |h| state(h) == S::Available)
+        .await;
+    let status = host.status.unwrap();
+    let hw = status.hardware.expect("inspected");
+    assert!(
+        hw.cpu.unwrap().count > 0
+            && hw.ram_mebibytes > 0
+            && !hw.nics.is_empty()
+            && !hw.storage.is_empty()
+    );
+    assert_eq!(
+        status
+            .good_credentials
+            .unwrap()
+            .credentials
+            .unwrap()
+            .name
+            .as_deref(),
+        Some("bmc")
+    );
+    assert_eq!(
+        emu.state(0).power_state.as_str(),
+        "Off",
+        "online: false keeps it off"
+    );
+    assert!(
+        host.metadata
+            .finalizers
+            .unwrap()
+            .contains(&ann::FINALIZER.to_string())
+    );
+
+    // Provision a live ISO: media, one-time Cd boot and power on, all seen on the BMC.
+    let url = "http://127.0.0.1:1/live.iso";
+    stack
+        .patch(
+            "node",
+            json!({"spec": {"online": true, "image": {"url": url, "format": "live-iso"}}}),
+        )
+        .await;
+    stack
+        .wait("node", "provisioned and on", |h| {
+            state(h) == S::Provisioned && h.status.as_ref().is_some_and(|s| s.powered_on)
+        })
+        .await;
+    let bmc = emu.state(0);
+    assert!(bmc.virtual_media.inserted);
+    assert_eq!(bmc.virtual_media.image.as_deref(), Some(url));
+    assert_eq!(bmc.last_boot_source.as_deref(), Some("Cd"));
+    assert_eq!(bmc.power_state.as_str(), "On");
+
+    // Deprovision by removing the image: media ejected, powered off, available again.
+    stack
+        .patch("node", json!({"spec": {"image": null, "online": false}}))
+        .await;
+    stack
+        .wait("node", "available again", |h| state(h) == S::Available)
+        .await;
+    let bmc = emu.state(0);
+    assert!(!bmc.virtual_media.inserted);
+    assert_eq!(bmc.power_state.as_str(), "Off");
+
+    // Delete: the finalizer goes and so does the host; the other system was never touched.
+    stack
+        .hosts
+        .delete("node", &DeleteParams::default())
+        .await
+        .unwrap();
+    stack.wait_gone("node").await;
+    assert!(emu.state(1).actions.is_empty());
+    for reason in [
+        "Registered",
+        "InspectionComplete",
+        "ProvisioningComplete",
+        "DeprovisioningComplete",
+    ] {
+        assert!(
+            stack
+                .event_reasons("node")
+                .await
+                .iter()
+                .any(|r| r == reason)
+                || reason == "Registered",
+            "no {reason} Event: {:?}",
+            stack.event_reasons("node").await
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_lifecycle_on_sushy_tools() {
+    let sushy = peers::Sushy::start(2, "admin:password");
+    let files = peers::FileServer::start();
+    let stack = Stack::start().await;
+    stack.secret("bmc", "password").await;
+    let address = sushy
+        .address(peers::SUSHY_SYSTEM_0)
+        .replace("redfish+http", "redfish-virtualmedia+http");
+
+    // sushy-tools' fake systems have no processors: fast inspection fails with a clear error...
+    stack
+        .host(
+            "inspected",
+            &sushy.address("00000000-0000-4000-8000-000000000001"),
+            "bmc",
+            json!({}),
+        )
+        .await;
+    let failed = stack
+        .wait("inspected", "an inspection error", |h| {
+            h.status
+                .as_ref()
+                .is_some_and(|s| s.error_type == Some(ErrorType::Inspection))
+        })
+        .await;
+    assert!(failed.status.unwrap().error_message.contains("processors"));
+
+    // ...so the lifecycle host skips inspection.
+    stack
+        .host(
+            "node",
+            &address,
+            "bmc",
+            json!({"inspectionMode": "disabled"}),
+        )
+        .await;
+    stack
+        .wait("node", "available", |h| state(h) == S::Available)
+        .await;
+    let url = files.url("live.iso");
+    stack
+        .patch(
+            "node",
+            json!({"spec": {"online": true, "image": {"url": url, "format": "live-iso"}}}),
+        )
+        .await;
+    stack
+        .wait("node", "provisioned", |h| state(h) == S::Provisioned)
+        .await;
+    let cd = sushy.virtual_cd(peers::SUSHY_SYSTEM_0);
+    assert_eq!(cd["Inserted"], true);
+    assert_eq!(cd["Image"], url.as_str());
+    let system = sushy.system(peers::SUSHY_SYSTEM_0);
+    assert_eq!(system["PowerState"], "On");
+    assert_eq!(system["Boot"]["BootSourceOverrideTarget"], "Cd");
+
+    stack
+        .patch("node", json!({"spec": {"image": null, "online": false}}))
+        .await;
+    stack
+        .wait("node", "available again", |h| state(h) == S::Available)
+        .await;
+    assert_eq!(sushy.virtual_cd(peers::SUSHY_SYSTEM_0)["Inserted"], false);
+    assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "Off");
+
+    stack
+        .hosts
+        .delete("node", &DeleteParams::default())
+        .await
+        .unwrap();
+    stack.wait_gone("node").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_password_backs_off_and_recovers_when_the_secret_is_fixed() {
+    let emu = emulator(1, 0).await;
+    let stack = Stack::start().await;
+    stack.secret("bmc", "not-the-password").await;
+    stack
+        .host("node", &redfish(&emu, 0), "bmc", json!({}))
+        .await;
+    let host = stack
+        .wait("node", "a registration error counted twice", |h| {
+            h.status.as_ref().is_some_and(|s| {
+                s.error_type == Some(ErrorType::Registration) && s.error_count >= 2
+            })
+        })
+        .await;
+    let status = host.status.unwrap();
+    assert_eq!(status.operational_status, OperationalStatus::Error);
+    assert!(
+        status.error_message.contains("credentials"),
+        "{}",
+        status.error_message
+    );
+    assert!(!status.error_message.contains("not-the-password"));
+    assert!(status.good_credentials.is_none());
+
+    stack.secret("bmc", "password").await;
+    let host = stack
+        .wait("node", "available", |h| state(h) == S::Available)
+        .await;
+    let status = host.status.unwrap();
+    assert_eq!(status.error_count, 0);
+    assert!(status.error_type.is_none());
+    assert!(status.good_credentials.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bmc_faults_are_power_management_errors_that_heal() {
+    let emu = emulator(1, 0).await;
+    let stack = Stack::start().await;
+    stack.secret("bmc", "password").await;
+    stack
+        .host("node", &redfish(&emu, 0), "bmc", json!({"online": true}))
+        .await;
+    stack
+        .wait("node", "available and on", |h| {
+            state(h) == S::Available && h.status.as_ref().unwrap().powered_on
+        })
+        .await;
+    for fault in [Fault::Http500, Fault::Hang, Fault::ConnectionReset] {
+        emu.set_fault(0, Some(fault.clone()));
+        let host = stack
+            .wait(
+                "node",
+                &format!("a power management error under {fault:?}"),
+                |h| {
+                    h.status
+                        .as_ref()
+                        .is_some_and(|s| s.error_type == Some(ErrorType::PowerManagement))
+                },
+            )
+            .await;
+        assert!(!host.status.unwrap().error_message.is_empty());
+        emu.set_fault(0, None);
+        stack
+            .wait("node", "healed", |h| {
+                h.status
+                    .as_ref()
+                    .is_some_and(|s| s.error_type.is_none() && s.error_count == 0)
+            })
+            .await;
+    }
+    assert_eq!(stack.hosts.get("node").await.unwrap().state(), S::Available);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotations_act_on_the_bmc() {
+    let emu = emulator(3, 50).await;
+    let stack = Stack::start().await;
+    stack.secret("bmc", "password").await;
+    for i in 0..3 {
+        stack
+            .host(
+                &format!("n{i}"),
+                &redfish(&emu, i),
+                "bmc",
+                json!({"online": true}),
+            )
+            .await;
+    }
+    for i in 0..3 {
+        stack
+            .wait(&format!("n{i}"), "available and on", |h| {
+                state(h) == S::Available && h.status.as_ref().unwrap().powered_on
+            })
+            .await;
+    }
+
+    // ferrometal.io/operation: one PowerCycle on the BMC, annotation removed, Event recorded.
+    let before = count(&emu.state(0).actions, "PowerCycle");
+    stack
+        .patch(
+            "n0",
+            json!({"metadata": {"annotations": {ann::OPERATION: "PowerCycle"}}}),
+        )
+        .await;
+    stack
+        .wait("n0", "operation consumed", |h| {
+            annotation(h, ann::OPERATION).is_none()
+        })
+        .await;
+    assert_eq!(count(&emu.state(0).actions, "PowerCycle"), before + 1);
+    stack.wait_event("n0", "OperationSucceeded").await;
+
+    // Unknown operation: warned about and removed, nothing sent.
+    let actions = emu.state(0).actions.len();
+    stack
+        .patch(
+            "n0",
+            json!({"metadata": {"annotations": {ann::OPERATION: "SelfDestruct"}}}),
+        )
+        .await;
+    stack
+        .wait("n0", "unknown operation removed", |h| {
+            annotation(h, ann::OPERATION).is_none()
+        })
+        .await;
+    assert_eq!(emu.state(0).actions.len(), actions);
+
+    // Bare reboot annotation: off, then on again once it is removed by the controller.
+    stack
+        .patch(
+            "n1",
+            json!({"metadata": {"annotations": {ann::REBOOT: ""}}}),
+        )
+        .await;
+    stack
+        .wait("n1", "reboot consumed", |h| {
+            annotation(h, ann::REBOOT).is_none()
+        })
+        .await;
+    stack
+        .wait("n1", "back on", |h| h.status.as_ref().unwrap().powered_on)
+        .await;
+    let actions = emu.state(1).actions;
+    let off = actions
+        .iter()
+        .position(|a| a.contains("ForceOff") || a.contains("GracefulShutdown"));
+    let on = actions
+        .iter()
+        .rposition(|a| a.ends_with(":On") || a.contains("ForceOn"));
+    assert!(off.is_some() && on > off, "off then on: {actions:?}");
+    assert_eq!(emu.state(1).power_state.as_str(), "On");
+
+    // Detached: no BMC request at all while detached; power untouched.
+    stack
+        .patch(
+            "n2",
+            json!({"metadata": {"annotations": {ann::DETACHED: ""}}}),
+        )
+        .await;
+    stack
+        .wait("n2", "detached", |h| {
+            h.status.as_ref().unwrap().operational_status == OperationalStatus::Detached
+        })
+        .await;
+    emu.reset_counters();
+    stack.patch("n2", json!({"spec": {"online": false}})).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        emu.counters().system(2).total(),
+        0,
+        "a detached host's BMC is left alone"
+    );
+    assert_eq!(emu.state(2).power_state.as_str(), "On");
+    // Re-attached: management resumes and online: false is enforced.
+    stack
+        .patch(
+            "n2",
+            json!({"metadata": {"annotations": {ann::DETACHED: null}}}),
+        )
+        .await;
+    stack
+        .wait("n2", "managed and off", |h| {
+            h.status.as_ref().unwrap().operational_status == OperationalStatus::Ok
+                && !h.status.as_ref().unwrap().powered_on
+        })
+        .await;
+    assert_eq!(emu.state(2).power_state.as_str(), "Off");
+    assert!(stack.requests.total() > 0);
+}
