@@ -365,16 +365,16 @@ fn delete_opts(q: &Query, body: &[u8]) -> Result<DeleteOpts, ApiError> {
 /// The object as stored, relabelled when it is read through another served version.
 pub fn versioned<'a>(res: &Resource, obj: &'a Stored) -> std::borrow::Cow<'a, Value> {
     let want = res.api_version();
-    if obj.value.get("apiVersion").and_then(Value::as_str) == Some(want.as_str()) {
+    if !crate::convert::converts(res)
+        && obj.value.get("apiVersion").and_then(Value::as_str) == Some(want.as_str())
+    {
         std::borrow::Cow::Borrowed(&obj.value)
     } else {
-        let mut v = obj.value.clone();
-        v["apiVersion"] = json!(want);
-        std::borrow::Cow::Owned(v)
+        std::borrow::Cow::Owned(crate::convert::from_storage(res, &obj.value))
     }
 }
 
-fn versioned_json(res: &Resource, obj: &Stored) -> Bytes {
+pub fn versioned_json(res: &Resource, obj: &Stored) -> Bytes {
     match versioned(res, obj) {
         std::borrow::Cow::Borrowed(_) => obj.json.clone(),
         std::borrow::Cow::Owned(v) => serde_json::to_vec(&v).expect("serializes").into(),

@@ -6,6 +6,7 @@
 //! [`ApiServer::client`] to code in the same process.
 
 mod auth;
+mod convert;
 mod discovery;
 mod gc;
 mod handlers;

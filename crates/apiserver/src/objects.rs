@@ -38,11 +38,14 @@ pub enum Reply {
 }
 
 impl Reply {
-    fn into_json(self, results: &[Arc<Stored>]) -> bytes::Bytes {
+    fn into_json(self, res: &Resource, results: &[Arc<Stored>]) -> bytes::Bytes {
         match self {
-            Reply::Written => results[0].json.clone(),
-            Reply::Current(s) => s.json.clone(),
-            Reply::Dry(v) => serde_json::to_vec(&v).expect("serializes").into(),
+            Reply::Written => crate::handlers::versioned_json(res, &results[0]),
+            Reply::Current(s) => crate::handlers::versioned_json(res, &s),
+            Reply::Dry(v) => {
+                let v = crate::convert::from_storage(res, &v);
+                serde_json::to_vec(&v).expect("serializes").into()
+            }
         }
     }
 }
@@ -429,6 +432,7 @@ impl Core {
             ));
         }
         api_version_ok(res, &mut obj)?;
+        crate::convert::to_storage(res, &mut obj);
         let now = meta::now();
         {
             let m = meta_mut(&mut obj);
@@ -527,7 +531,7 @@ impl Core {
             })
             .await?;
         self.after_write(res);
-        Ok(reply.into_json(&results))
+        Ok(reply.into_json(res, &results))
     }
 
     /// Turns a candidate full object (from PUT or a patch) into the ops of an update of `old`.
@@ -549,6 +553,7 @@ impl Core {
             ));
         }
         api_version_ok(res, &mut new)?;
+        crate::convert::to_storage(res, &mut new);
         let new_name = meta::name_of(&new);
         if !new_name.is_empty() && new_name != name {
             return Err(ApiError::bad_request(format!(
@@ -693,7 +698,7 @@ impl Core {
             })
             .await?;
         self.after_write(res);
-        Ok(reply.into_json(&results))
+        Ok(reply.into_json(res, &results))
     }
 
     pub async fn patch(
@@ -734,7 +739,9 @@ impl Core {
                     let created = apply_patch(res, None, &mut applied, opts, &now, &av, name)?;
                     return Ok((Vec::new(), (Reply::Written, Outcome::Create(created))));
                 };
-                let mut new = old.value.clone();
+                // Patches apply to the object as this version serves it.
+                let live = crate::handlers::versioned(res, old).into_owned();
+                let mut new = live.clone();
                 match kind {
                     PatchKind::Merge => {
                         if !patch.is_object() {
@@ -754,15 +761,7 @@ impl Core {
                     }
                     PatchKind::Apply => {
                         let mut applied = patch.clone();
-                        new = apply_patch(
-                            res,
-                            Some(&old.value),
-                            &mut applied,
-                            opts,
-                            &now,
-                            &av,
-                            name,
-                        )?;
+                        new = apply_patch(res, Some(&live), &mut applied, opts, &now, &av, name)?;
                     }
                 }
                 // A resourceVersion carried by the patch is a precondition.
@@ -785,7 +784,7 @@ impl Core {
         match outcome {
             Outcome::Updated => {
                 self.after_write(res);
-                Ok(reply.into_json(&results))
+                Ok(reply.into_json(res, &results))
             }
             Outcome::Create(obj) => {
                 let obj = self.prepare_create(res, ns, obj, opts, true)?;
@@ -882,7 +881,7 @@ impl Core {
         self.after_write(res);
         // Contents of namespaces and CRDs, and dependents by ownerReferences, go in the background.
         self.gc.notify_one();
-        Ok(reply.into_json(&results))
+        Ok(reply.into_json(res, &results))
     }
 
     /// Namespaces and CRDs are only removed once what they contain is gone.

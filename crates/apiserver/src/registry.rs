@@ -152,7 +152,8 @@ fn builtin_resources() -> Vec<Arc<Resource>> {
     BUILTINS
         .iter()
         .map(|b| {
-            let key = if b.group.is_empty() {
+            // events.k8s.io Events share storage with core Events (see convert.rs).
+            let key = if b.group.is_empty() || b.group == "events.k8s.io" {
                 b.plural.to_string()
             } else {
                 format!("{}.{}", b.plural, b.group)

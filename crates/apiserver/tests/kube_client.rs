@@ -691,3 +691,118 @@ async fn streaming_list_watcher_gets_initial_state_then_changes() {
         .unwrap();
     assert_eq!(got.name_any(), "second");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorder_events_show_in_core_events_and_leases_work() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let dir = tempfile::tempdir().unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
+    let client = api.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("host-0".into());
+    let cm = cms.create(&PostParams::default(), &cm).await.unwrap();
+    let reporter = Reporter {
+        controller: "ferrometal-test".into(),
+        instance: None,
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "PowerCycled".into(),
+        note: Some("power cycle done".into()),
+        action: "PowerCycle".into(),
+        secondary: None,
+    };
+    let reference = kube::Resource::object_ref(&cm, &());
+    recorder.publish(&ev, &reference).await.unwrap();
+    recorder.publish(&ev, &reference).await.unwrap();
+    let core: Api<CoreEvent> = Api::default_namespaced(client.clone());
+    let events = core
+        .list(&ListParams::default().fields("involvedObject.name=host-0"))
+        .await
+        .unwrap();
+    assert_eq!(events.items.len(), 1, "{:?}", events.items);
+    let e = &events.items[0];
+    assert_eq!(e.reason.as_deref(), Some("PowerCycled"));
+    assert_eq!(e.message.as_deref(), Some("power cycle done"));
+    assert_eq!(e.involved_object.name.as_deref(), Some("host-0"));
+    let new: Api<k8s_openapi::api::events::v1::Event> = Api::default_namespaced(client.clone());
+    let e2 = new.get(&e.name_any()).await.unwrap();
+    assert_eq!(e2.note.as_deref(), Some("power cycle done"));
+    assert_eq!(e2.series.map(|s| s.count), Some(2));
+
+    // Leases, as leader election uses them.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    let mut l = Lease::default();
+    l.metadata.name = Some("ferrometal".into());
+    l.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+        holder_identity: Some("a".into()),
+        lease_duration_seconds: Some(15),
+        ..Default::default()
+    });
+    let created = leases.create(&PostParams::default(), &l).await.unwrap();
+    let mut taken = created.clone();
+    taken.spec.as_mut().unwrap().holder_identity = Some("b".into());
+    leases
+        .replace("ferrometal", &PostParams::default(), &taken)
+        .await
+        .unwrap();
+    match leases
+        .replace("ferrometal", &PostParams::default(), &created)
+        .await
+    {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 409),
+        other => panic!("stale lease update must conflict: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_crd_removes_its_objects_and_endpoint() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let dir = tempfile::tempdir().unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
+    let client = api.client();
+    install_widgets(&client).await;
+    let widgets: Api<Widget> = Api::default_namespaced(client.clone());
+    widgets
+        .create(&PostParams::default(), &widget("doomed", 1))
+        .await
+        .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut gone = false;
+    for _ in 0..200 {
+        if let Err(kube::Error::Api(e)) = crds.get("widgets.example.com").await {
+            assert_eq!(e.code, 404);
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "CRD removed once its objects are gone");
+    match widgets.list(&ListParams::default()).await {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 404),
+        other => panic!("resource should no longer be served: {other:?}"),
+    }
+    // Recreating the CRD starts empty.
+    install_widgets(&client).await;
+    assert!(
+        widgets
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}

@@ -488,3 +488,14 @@ fn refuses_anonymous_and_insecure_non_loopback() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn insecure_no_auth_on_loopback_serves_plain_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = serve(dir.path(), free_port(), &["--insecure-no-auth"]);
+    assert!(srv.url.starts_with("http://127.0.0.1:"), "{}", srv.url);
+    let kubeconfig = std::fs::read_to_string(&srv.kubeconfig).unwrap();
+    assert!(!kubeconfig.contains("token"), "{kubeconfig}");
+    let out = srv.ok(&["get", "namespace", "default", "-o", "name"]);
+    assert_eq!(out.trim(), "namespace/default");
+}
