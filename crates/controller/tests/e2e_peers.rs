@@ -332,8 +332,7 @@ async fn full_lifecycle_on_the_emulator() {
                 .event_reasons("node")
                 .await
                 .iter()
-                .any(|r| r == reason)
-                || reason == "Registered",
+                .any(|r| r == reason),
             "no {reason} Event: {:?}",
             stack.event_reasons("node").await
         );
@@ -542,11 +541,12 @@ async fn annotations_act_on_the_bmc() {
         .await;
     assert_eq!(emu.state(0).actions.len(), actions);
 
-    // Bare reboot annotation: off, then on again once it is removed by the controller.
+    // Bare reboot annotation (forced: the host is only available): off, then on again once the
+    // controller removed it.
     stack
         .patch(
             "n1",
-            json!({"metadata": {"annotations": {ann::REBOOT: ""}}}),
+            json!({"metadata": {"annotations": {ann::REBOOT: r#"{"mode":"hard","force":true}"#}}}),
         )
         .await;
     stack
