@@ -28,6 +28,11 @@ pub struct Args {
     /// Accept requests without the bearer token (only allowed on a loopback address).
     #[arg(long)]
     insecure_no_auth: bool,
+    /// Serve the API only; run controllers elsewhere with `ferrometal controller`.
+    #[arg(long)]
+    no_controllers: bool,
+    #[command(flatten)]
+    controllers: crate::controllers::ControllerArgs,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
@@ -61,7 +66,23 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     );
     let _ = out.flush();
 
-    // Controllers will be started here with `server.client()` (in-process transport).
+    // The controllers use the in-process transport: same code as against a cluster, no socket.
+    let (stop_controllers, controllers_stopped) = tokio::sync::oneshot::channel::<()>();
+    let controllers = if args.no_controllers {
+        None
+    } else {
+        let client = server.client();
+        crate::controllers::install_crds(&client).await?;
+        let requests = Arc::new(crate::controllers::BmcRequests::default());
+        Some(tokio::spawn(crate::controllers::run(
+            client,
+            args.controllers.clone(),
+            requests,
+            async move {
+                let _ = controllers_stopped.await;
+            },
+        )))
+    };
 
     let serving = tokio::spawn({
         let server = server.clone();
@@ -69,6 +90,14 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     });
     shutdown_signal().await;
     tracing::info!("shutting down");
+    let _ = stop_controllers.send(());
+    if let Some(controllers) = controllers {
+        match tokio::time::timeout(std::time::Duration::from_secs(20), controllers).await {
+            Ok(Ok(Err(e))) => tracing::error!(error = %e, "controllers stopped with an error"),
+            Err(_) => tracing::warn!("controllers did not stop within 20s"),
+            _ => {}
+        }
+    }
     server.shutdown().await;
     serving.await??;
     Ok(std::process::ExitCode::SUCCESS)
