@@ -1,0 +1,288 @@
+//! The host lifecycle through the shipped binary, as users run it: `serve` with its in-process
+//! controllers (killed with SIGKILL mid-provisioning and restarted), `controller` against a
+//! separate `serve --no-controllers` (cluster mode), `/metrics`, and `demo --exit`.
+
+mod serve_common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ferrometal_emulator::{Emulator, EmulatorConfig};
+use serde_json::Value;
+use serve_common::{Serve, free_port, serve};
+
+fn hosts_yaml(emu: &Emulator, names: &[(usize, String)]) -> String {
+    let mut yaml = String::from(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: bmc, namespace: default}\nstringData: {username: admin, password: password}\n",
+    );
+    for (i, name) in names {
+        let address = emu
+            .system_url(*i)
+            .replace("http://", "redfish-virtualmedia+http://");
+        yaml.push_str(&format!(
+            "---\napiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  online: false\n  bmc: {{address: \"{address}\", credentialsName: bmc}}\n"
+        ));
+    }
+    yaml
+}
+
+fn states(s: &Serve) -> Vec<(String, String)> {
+    let out = s.ok(&["get", "bmh", "-o", "json"]);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["metadata"]["name"].as_str().unwrap().to_string(),
+                h["status"]["provisioning"]["state"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+fn wait_all(s: &Serve, count: usize, state: &str) {
+    let mut last = Vec::new();
+    for _ in 0..600 {
+        last = states(s);
+        if last.len() == count && last.iter().all(|(_, st)| st == state) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!(
+        "not all {count} hosts became {state}: {last:?}\n{}",
+        std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default()
+    );
+}
+
+async fn emulator(systems: usize) -> Emulator {
+    Emulator::start(
+        EmulatorConfig {
+            systems,
+            power_delay: Duration::from_millis(300),
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+fn fast_controller_flags() -> Vec<String> {
+    [
+        "--power-poll-interval",
+        "2",
+        "--error-backoff",
+        "1",
+        "--bmc-timeout",
+        "3",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn count(actions: &[String], needle: &str) -> usize {
+    actions.iter().filter(|a| a.contains(needle)).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_survives_sigkill_mid_provisioning_without_repeating_destructive_actions() {
+    const HOSTS: usize = 20;
+    let emu = emulator(HOSTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let metrics_port = free_port();
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    let mut flags = fast_controller_flags();
+    flags.extend(["--metrics-listen".to_string(), metrics.clone()]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut s = serve(dir.path(), port, &flags);
+
+    let names: Vec<(usize, String)> = (0..HOSTS).map(|i| (i, format!("node-{i:02}"))).collect();
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&hosts_yaml(&emu, &names)));
+    wait_all(&s, HOSTS, "available");
+    let table = s.ok(&["get", "bmh"]);
+    assert!(table.lines().next().unwrap().contains("STATE"), "{table}");
+    assert!(table.contains("available"), "{table}");
+
+    // /metrics: reconciles, hosts per state, BMC requests.
+    let text = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("ferrometal_host_reconciles_total"), "{text}");
+    assert!(
+        text.contains("ferrometal_hosts{state=\"available\"} 20"),
+        "{text}"
+    );
+    assert!(
+        text.contains("ferrometal_bmc_requests_total{protocol=\"redfish\",method=\"GET\"}"),
+        "{text}"
+    );
+    assert!(!text.contains("password"));
+
+    // Provision all of them, and kill the server while that is under way.
+    for (_, name) in &names {
+        s.ok(&[
+            "patch", "bmh", name, "--type", "merge", "-p",
+            r#"{"spec":{"online":true,"image":{"url":"http://127.0.0.1:1/live.iso","format":"live-iso"}}}"#,
+        ]);
+    }
+    let mut killed_midway = false;
+    for _ in 0..400 {
+        let inserted = (0..HOSTS)
+            .filter(|i| emu.state(*i).virtual_media.inserted)
+            .count();
+        let provisioned = states(&s)
+            .iter()
+            .filter(|(_, st)| st == "provisioned")
+            .count();
+        if inserted > 0 && provisioned < HOSTS {
+            killed_midway = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    s.kill();
+    assert!(killed_midway, "the kill must land mid-provisioning");
+    let during_kill: Vec<usize> = (0..HOSTS).map(|i| emu.state(i).actions.len()).collect();
+
+    let s = serve(dir.path(), port, &flags);
+    wait_all(&s, HOSTS, "provisioned");
+    for i in 0..HOSTS {
+        let bmc = emu.state(i);
+        assert!(bmc.virtual_media.inserted, "system {i}");
+        assert_eq!(bmc.power_state.as_str(), "On", "system {i}");
+        assert_eq!(
+            count(&bmc.actions, "InsertMedia"),
+            1,
+            "media inserted once on {i}: {:?}",
+            bmc.actions
+        );
+        assert_eq!(
+            count(&bmc.actions, "EjectMedia"),
+            0,
+            "no eject on {i}: {:?}",
+            bmc.actions
+        );
+        assert_eq!(
+            count(&bmc.actions, "ForceOff") + count(&bmc.actions, "GracefulShutdown"),
+            0,
+            "no power-off on {i}: {:?}",
+            bmc.actions
+        );
+        assert!(bmc.actions.len() >= during_kill[i]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_against_a_separate_serve_is_cluster_mode() {
+    let emu = emulator(2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), free_port(), &["--no-controllers"]);
+    // No controllers in the server: CRDs come from the controller's --install-crds.
+    let mut controller = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
+        .arg("controller")
+        .arg("--kubeconfig")
+        .arg(&s.kubeconfig)
+        .arg("--install-crds")
+        .args(fast_controller_flags())
+        .env("FERROMETAL_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("controller.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut crds = false;
+    for _ in 0..300 {
+        if s.kubectl(&["get", "crd", "baremetalhosts.metal3.io"])
+            .status
+            .success()
+        {
+            crds = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(crds, "controller installed the CRDs");
+    let names = vec![(1, "remote".to_string())];
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&hosts_yaml(&emu, &names)));
+    wait_all(&s, 1, "available");
+    s.ok(&[
+        "patch", "bmh", "remote", "--type", "merge", "-p",
+        r#"{"spec":{"online":true,"image":{"url":"http://127.0.0.1:1/live.iso","format":"live-iso"}}}"#,
+    ]);
+    wait_all(&s, 1, "provisioned");
+    let bmc = emu.state(1);
+    assert!(bmc.virtual_media.inserted);
+    assert_eq!(bmc.power_state.as_str(), "On");
+    assert_eq!(bmc.last_boot_source.as_deref(), Some("Cd"));
+    assert!(emu.state(0).actions.is_empty());
+    s.ok(&["delete", "bmh", "remote", "--wait=false"]);
+    for _ in 0..300 {
+        if s.ok(&["get", "bmh", "-o", "name"]).trim().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        s.ok(&["get", "bmh", "-o", "name"]).trim().is_empty(),
+        "host deleted through the finalizer"
+    );
+    assert!(
+        !emu.state(1).virtual_media.inserted,
+        "deprovisioned before delete"
+    );
+    let _ = controller.kill();
+    let _ = controller.wait();
+}
+
+#[test]
+fn demo_exits_with_every_host_where_expected() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
+        .args([
+            "demo",
+            "--hosts",
+            "4",
+            "--exit",
+            "--timeout",
+            "120",
+            "--data-dir",
+        ])
+        .arg(dir.path().join("demo"))
+        .env("FERROMETAL_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("all 4 hosts available"), "{stdout}");
+    assert!(stdout.contains("1 hosts provisioned"), "{stdout}");
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("demo-")).collect();
+    assert_eq!(rows.len(), 4, "{stdout}");
+    assert_eq!(
+        rows.iter()
+            .filter(|l| l.contains(" provisioned ") && l.contains("live-iso"))
+            .count(),
+        1,
+        "{stdout}"
+    );
+    assert_eq!(
+        rows.iter().filter(|l| l.contains(" available ")).count(),
+        3,
+        "{stdout}"
+    );
+    assert!(stdout.contains("kubectl --kubeconfig"), "{stdout}");
+}
