@@ -27,6 +27,7 @@ pub async fn publish(recorder: &Recorder, host: &BareMetalHost, events: &[HostEv
         if let Err(err) = recorder.publish(&event, &reference).await {
             // An Event is a courtesy; losing one must not fail the reconcile.
             tracing::warn!(reason = %e.reason, error = %err, "publishing Event failed");
+            crate::metrics::metrics().error("event");
         }
     }
 }

@@ -412,7 +412,6 @@ pub fn key(name: &str) -> String {
 async fn install_crds(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in ferrometal_api::crds() {
-        let crd = without_metadata_field_paths(crd);
         let name = crd.name_any();
         match crds.create(&PostParams::default(), &crd).await {
             Ok(_) => {}
@@ -429,28 +428,4 @@ async fn install_crds(client: &Client) {
             .expect("CRD established")
             .unwrap();
     }
-}
-
-/// The generated BareMetalHost CRD has a root rule with `fieldPath: .metadata.name`, which the
-/// server (like kube-apiserver, whose root schema has no `metadata` properties) rejects as "does
-/// not refer to a valid field". Drop such field paths so the CRD installs; the rule still runs.
-fn without_metadata_field_paths(crd: CustomResourceDefinition) -> CustomResourceDefinition {
-    let mut v = serde_json::to_value(crd).unwrap();
-    if let Some(versions) = v["spec"]["versions"].as_array_mut() {
-        for version in versions {
-            let schema = &mut version["schema"]["openAPIV3Schema"];
-            if let Some(rules) = schema["x-kubernetes-validations"].as_array_mut() {
-                for rule in rules {
-                    if rule["fieldPath"]
-                        .as_str()
-                        .is_some_and(|p| p.starts_with(".metadata"))
-                        && let Some(r) = rule.as_object_mut()
-                    {
-                        r.remove("fieldPath");
-                    }
-                }
-            }
-        }
-    }
-    serde_json::from_value(v).unwrap()
 }
