@@ -12,7 +12,7 @@ use crate::meta::{self, meta_mut, str_at};
 use crate::registry::{self, Resource};
 use crate::server::Core;
 use crate::status::{ApiError, Cause};
-use crate::store::{Op, State, Stored};
+use crate::store::{Op, Stored, View};
 
 /// Per-request write options.
 #[derive(Debug, Clone, Default)]
@@ -407,7 +407,7 @@ fn record_update(
 }
 
 impl Core {
-    fn check_namespace(&self, s: &State, res: &Resource, ns: &str) -> Result<(), ApiError> {
+    fn check_namespace(&self, s: &View, res: &Resource, ns: &str) -> Result<(), ApiError> {
         if res.namespaced && s.get(registry::NAMESPACE_KEY, "", ns).is_none() {
             return Err(
                 ApiError::new(404, "NotFound", format!("namespaces \"{ns}\" not found"))
@@ -885,7 +885,7 @@ impl Core {
     }
 
     /// Namespaces and CRDs are only removed once what they contain is gone.
-    fn has_contents(&self, s: &State, res: &Resource, obj: &Value) -> bool {
+    fn has_contents(&self, s: &View, res: &Resource, obj: &Value) -> bool {
         if res.is_namespace() {
             let ns = meta::name_of(obj);
             let snap = self.registry.snapshot();
@@ -1011,7 +1011,7 @@ fn json_patch_compat(target: &mut Value, patch: &Value) -> Result<(), ApiError> 
 }
 
 /// Ops removing ownerReferences to `uid` from every dependent (propagationPolicy=Orphan).
-fn orphan_dependents(s: &State, uid: &str) -> Vec<Op> {
+fn orphan_dependents(s: &View, uid: &str) -> Vec<Op> {
     let mut ops = Vec::new();
     for (key, obj) in s.all() {
         let Some(refs) = obj
