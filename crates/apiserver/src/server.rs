@@ -38,7 +38,9 @@ pub struct ServerConfig {
     /// Require the bearer token (the default). Turning it off is only allowed on loopback,
     /// which [`ApiServer::serve`] enforces.
     pub auth: bool,
-    /// Serve HTTPS with a certificate generated at first start.
+    /// Serve HTTPS with a certificate generated at first start. On by default: kubectl never
+    /// sends a bearer token over plain HTTP, so with authentication on, TLS is what makes the
+    /// written kubeconfig usable.
     pub tls: bool,
     /// Extra DNS names for the generated certificate.
     pub tls_names: Vec<String>,
@@ -51,7 +53,7 @@ impl ServerConfig {
         ServerConfig {
             data_dir: data_dir.into(),
             auth: true,
-            tls: false,
+            tls: true,
             tls_names: Vec::new(),
             history: 20_000,
         }
