@@ -27,6 +27,8 @@ pub struct Context {
     states: Mutex<HashMap<String, ProvisioningState>>,
     /// The resourceVersion of our own last write per host, to spot a stale cache.
     written: Mutex<HashMap<String, u64>>,
+    /// Credentials of the Secrets hosts reference, kept current by the Secret watch.
+    pub secrets: Arc<crate::secrets::SecretCache>,
     /// Capacity slots granted whose start the cache may not show yet.
     pub capacity_grants: tokio::sync::Mutex<HashMap<String, std::time::Instant>>,
 }
@@ -57,6 +59,7 @@ impl Context {
             states: Mutex::default(),
             written: Mutex::default(),
             capacity_grants: Default::default(),
+            secrets: Default::default(),
         }
     }
 

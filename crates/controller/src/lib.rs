@@ -9,6 +9,7 @@ pub mod events;
 pub mod hardware_data;
 pub mod host;
 pub mod metrics;
+pub mod secrets;
 
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -16,7 +17,7 @@ use std::sync::Arc;
 
 use ferrometal_api::{BareMetalHost, HardwareData};
 use ferrometal_provisioner::Provisioner;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::controller::{Config, Controller};
@@ -86,6 +87,19 @@ pub async fn run(
         reader.clone(),
     ));
     let for_secrets = reader.clone();
+    let for_cache = reader.clone();
+    let cache = ctx.secrets.clone();
+    // Secret events update the credentials cache before they trigger the hosts using them.
+    let secret_events = watcher(
+        Api::<Secret>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .map_ok(move |event| {
+        cache.observe(&event, |s| !hosts_using(&for_cache, s).is_empty());
+        event
+    })
+    .touched_objects();
     tracing::info!(
         provisioner = ctx.provisioner.name(),
         "host controller starting"
@@ -95,11 +109,9 @@ pub async fn run(
             Api::<HardwareData>::all(client.clone()),
             watcher::Config::default(),
         )
-        .watches(
-            Api::<Secret>::all(client),
-            watcher::Config::default(),
-            move |secret| hosts_using(&for_secrets, &secret),
-        )
+        .watches_stream(secret_events, move |secret| {
+            hosts_using(&for_secrets, &secret)
+        })
         .with_config(Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(

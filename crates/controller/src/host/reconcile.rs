@@ -146,22 +146,19 @@ async fn read_credentials(
         return Ok((CredentialsObservation::NotNeeded, None));
     };
     let secret = bmc.credentials_name.clone();
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), host.namespace_or_default());
-    let Some(s) = api.get_opt(&secret).await? else {
-        return Ok((CredentialsObservation::Missing { secret }, None));
+    let ns = host.namespace_or_default();
+    let cached = match ctx.secrets.get(ns, &secret) {
+        Some(c) => c,
+        None => {
+            let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+            let Some(s) = api.get_opt(&secret).await? else {
+                return Ok((CredentialsObservation::Missing { secret }, None));
+            };
+            ctx.secrets.insert_read(&s);
+            crate::secrets::credentials_of(&s)
+        }
     };
-    let field = |k: &str| {
-        s.data
-            .as_ref()
-            .and_then(|d| d.get(k))
-            .map(|v| {
-                String::from_utf8_lossy(&v.0)
-                    .trim_end_matches('\n')
-                    .to_string()
-            })
-            .filter(|v| !v.is_empty())
-    };
-    let Some(username) = field("username") else {
+    let Some(username) = cached.username else {
         return Ok((
             CredentialsObservation::MissingKey {
                 secret,
@@ -170,7 +167,7 @@ async fn read_credentials(
             None,
         ));
     };
-    let Some(password) = field("password") else {
+    let Some(password) = cached.password else {
         return Ok((
             CredentialsObservation::MissingKey {
                 secret,
@@ -179,9 +176,11 @@ async fn read_credentials(
             None,
         ));
     };
-    let version = s.metadata.resource_version.clone().unwrap_or_default();
     Ok((
-        CredentialsObservation::Found { secret, version },
+        CredentialsObservation::Found {
+            secret,
+            version: cached.resource_version,
+        },
         Some(Credentials::new(username, password)),
     ))
 }
