@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -28,6 +28,7 @@ pub enum TlsError {
 
 pub struct TlsFiles {
     pub ca: PathBuf,
+    pub ca_key: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
 }
@@ -36,50 +37,87 @@ impl TlsFiles {
     pub fn in_dir(dir: &Path) -> Self {
         TlsFiles {
             ca: dir.join("ca.crt"),
+            ca_key: dir.join("ca.key"),
             cert: dir.join("tls.crt"),
             key: dir.join("tls.key"),
         }
     }
 }
 
-/// Creates the CA and server certificate unless they already exist.
+/// Creates the CA (once) and a server certificate covering `localhost`, the loopback
+/// addresses and `extra_names` (DNS names or IP addresses). The server certificate is reissued
+/// by the same CA when a name is missing, so kubeconfigs already handed out stay valid.
 pub fn ensure(dir: &Path, extra_names: &[String]) -> Result<TlsFiles, TlsError> {
     let files = TlsFiles::in_dir(dir);
-    if files.ca.exists() && files.cert.exists() && files.key.exists() {
-        return Ok(files);
-    }
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| TlsError::Io { path, source }
     };
-    let ca_key = KeyPair::generate()?;
+    let mut wanted = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ];
+    for n in extra_names {
+        if !wanted.contains(n) {
+            wanted.push(n.clone());
+        }
+    }
+    let names_path = dir.join("tls.names");
+    let have: Vec<String> = std::fs::read_to_string(&names_path)
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect();
+    if files.ca.exists()
+        && files.ca_key.exists()
+        && files.cert.exists()
+        && files.key.exists()
+        && wanted.iter().all(|n| have.contains(n))
+    {
+        return Ok(files);
+    }
+    let mut names = have;
+    for n in wanted {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params
         .distinguished_name
         .push(DnType::CommonName, "ferrometal-ca");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_cert = ca_params.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca_params, ca_key);
+    // The CA's subject is fixed, so its saved key and the same parameters sign exactly as
+    // the original certificate would.
+    let existing_key = match (files.ca.exists(), std::fs::read_to_string(&files.ca_key)) {
+        (true, Ok(key)) => Some(KeyPair::from_pem(&key)?),
+        _ => None,
+    };
+    let issuer = match existing_key {
+        Some(key) => Issuer::new(ca_params, key),
+        None => {
+            let ca_key = KeyPair::generate()?;
+            let ca_cert = ca_params.self_signed(&ca_key)?;
+            std::fs::write(&files.ca, ca_cert.pem()).map_err(io(&files.ca))?;
+            crate::auth::write_private(&files.ca_key, ca_key.serialize_pem().as_bytes())
+                .map_err(io(&files.ca_key))?;
+            Issuer::new(ca_params, ca_key)
+        }
+    };
 
-    let mut names = vec!["localhost".to_string()];
-    names.extend(extra_names.iter().cloned());
-    let mut params = CertificateParams::new(names)?;
-    for ip in ["127.0.0.1", "::1"] {
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress(ip.parse().expect("literal IP")));
-    }
+    let mut params = CertificateParams::new(names.clone())?;
     params
         .distinguished_name
         .push(DnType::CommonName, "ferrometal");
     let key = KeyPair::generate()?;
     let cert = params.signed_by(&key, &issuer)?;
-
-    std::fs::write(&files.ca, ca_cert.pem()).map_err(io(&files.ca))?;
     std::fs::write(&files.cert, cert.pem()).map_err(io(&files.cert))?;
     crate::auth::write_private(&files.key, key.serialize_pem().as_bytes())
         .map_err(io(&files.key))?;
-    tracing::info!(cert = %files.cert.display(), "generated TLS certificate");
+    std::fs::write(&names_path, names.join("\n")).map_err(io(&names_path))?;
+    tracing::info!(cert = %files.cert.display(), ?names, "issued TLS certificate");
     Ok(files)
 }
 
@@ -94,4 +132,57 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, TlsE
         .with_single_cert(certs, key)?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use rustls::client::danger::ServerCertVerifier;
+
+    #[test]
+    fn reissues_for_new_names_with_the_same_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = ensure(dir.path(), &[]).unwrap();
+        let ca = std::fs::read_to_string(&f.ca).unwrap();
+        let cert = std::fs::read_to_string(&f.cert).unwrap();
+        ensure(dir.path(), &[]).unwrap();
+        assert_eq!(
+            cert,
+            std::fs::read_to_string(&f.cert).unwrap(),
+            "kept when nothing changes"
+        );
+        ensure(
+            dir.path(),
+            &["10.0.0.5".into(), "ferrometal.example".into()],
+        )
+        .unwrap();
+        assert_ne!(cert, std::fs::read_to_string(&f.cert).unwrap(), "reissued");
+        assert_eq!(ca, std::fs::read_to_string(&f.ca).unwrap(), "same CA");
+        let names = std::fs::read_to_string(dir.path().join("tls.names")).unwrap();
+        assert!(names.contains("10.0.0.5") && names.contains("localhost"));
+        server_config(&f).unwrap();
+
+        // The reissued certificate still verifies against the CA clients already have.
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(&f.ca).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let verifier =
+            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .unwrap();
+        let leaf = CertificateDer::pem_file_iter(&f.cert)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        for name in ["10.0.0.5", "localhost", "127.0.0.1"] {
+            let sn = rustls::pki_types::ServerName::try_from(name).unwrap();
+            verifier
+                .verify_server_cert(&leaf, &[], &sn, &[], rustls::pki_types::UnixTime::now())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
 }

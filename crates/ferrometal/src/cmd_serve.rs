@@ -25,6 +25,10 @@ pub struct Args {
     /// the token; kubectl does not).
     #[arg(long)]
     no_tls: bool,
+    /// Extra DNS name or IP address for the server certificate (repeatable). The listen
+    /// address is included automatically unless it is a wildcard.
+    #[arg(long = "tls-san", value_name = "NAME")]
+    tls_sans: Vec<String>,
     /// Accept requests without the bearer token (only allowed on a loopback address).
     #[arg(long)]
     insecure_no_auth: bool,
@@ -45,6 +49,11 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     let mut config = ServerConfig::new(&args.data_dir);
     config.tls = args.tls || (!args.no_tls && !args.insecure_no_auth);
     config.auth = !args.insecure_no_auth;
+    config.tls_names = args.tls_sans.clone();
+    let ip = args.listen.ip();
+    if !ip.is_unspecified() && !ip.is_loopback() {
+        config.tls_names.push(ip.to_string());
+    }
     let server = Arc::new(
         ApiServer::open(config)
             .await
