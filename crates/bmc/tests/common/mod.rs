@@ -127,11 +127,12 @@ pub struct IpmiSim {
 
 impl IpmiSim {
     pub fn start() -> IpmiSim {
+        IpmiSim::start_with_password("password")
+    }
+
+    pub fn start_with_password(password: &str) -> IpmiSim {
         let dir = TempDir::new();
-        let out = run_script(
-            "ipmi-sim.sh",
-            &["start", dir.path_str(), "admin", "password"],
-        );
+        let out = run_script("ipmi-sim.sh", &["start", dir.path_str(), "admin", password]);
         let port = out.lines().last().unwrap().parse().expect("port");
         IpmiSim { dir, port }
     }
