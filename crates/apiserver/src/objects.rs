@@ -331,6 +331,29 @@ fn builtin_prepare(res: &Resource, obj: &mut Value) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Conditions whose status did not change keep their lastTransitionTime, so rewriting an
+/// unchanged CRD is a no-op.
+fn keep_transition_times(old: &Value, new: &mut Value) {
+    let Some(old_conds) = old.pointer("/status/conditions").and_then(Value::as_array) else {
+        return;
+    };
+    let Some(conds) = new
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for c in conds {
+        if let Some(prev) = old_conds
+            .iter()
+            .find(|o| o.get("type") == c.get("type") && o.get("status") == c.get("status"))
+            && let Some(t) = prev.get("lastTransitionTime")
+        {
+            c["lastTransitionTime"] = t.clone();
+        }
+    }
+}
+
 fn obj_name_from(m: &serde_json::Map<String, Value>) -> String {
     m.get("name")
         .and_then(Value::as_str)
@@ -621,6 +644,9 @@ impl Core {
         }
         check_metadata(res, &ns, &mut new)?;
         builtin_prepare(res, &mut new)?;
+        if res.is_crd() {
+            keep_transition_times(&old.value, &mut new);
+        }
         if !res.builtin {
             validate_cr(res, &mut new, Some(&old.value), opts.strict)?;
         }

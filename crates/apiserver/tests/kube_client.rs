@@ -181,6 +181,25 @@ async fn typed_and_dynamic_in_process() {
 
 async fn custom_resources(client: Client) {
     install_widgets(&client).await;
+    // Re-applying an unchanged CRD writes nothing.
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let before = crds.get("widgets.example.com").await.unwrap();
+    let ssa = PatchParams::apply("crd-installer").force();
+    crds.patch("widgets.example.com", &ssa, &Patch::Apply(&widget_crd()))
+        .await
+        .unwrap();
+    let again = crds
+        .patch("widgets.example.com", &ssa, &Patch::Apply(&widget_crd()))
+        .await
+        .unwrap();
+    let third = crds
+        .patch("widgets.example.com", &ssa, &Patch::Apply(&widget_crd()))
+        .await
+        .unwrap();
+    assert_eq!(again.resource_version(), third.resource_version());
+    assert_eq!(before.metadata.generation, third.metadata.generation);
+
     let widgets: Api<Widget> = Api::default_namespaced(client.clone());
     let w = widgets
         .create(&PostParams::default(), &widget("w1", 3))

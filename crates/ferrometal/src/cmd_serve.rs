@@ -1,4 +1,5 @@
-//! `ferrometal serve`: the embedded API server (controllers join it in a later step).
+//! `ferrometal serve`: the embedded API server, with the controllers in the same process unless
+//! `--no-controllers`.
 
 use std::io::Write;
 use std::net::SocketAddr;
