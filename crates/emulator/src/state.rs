@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http::Method;
 use serde::{Deserialize, Serialize};
@@ -97,6 +97,10 @@ pub struct SystemSnapshot {
     /// Actions received, oldest first: `Reset:<ResetType>`, `PatchBoot`,
     /// `InsertMedia`, `EjectMedia`.
     pub actions: Vec<String>,
+    /// When each entry of `actions` was received, in microseconds since the Unix epoch
+    /// (same length and order as `actions`), so a client can measure its own latency.
+    #[serde(default)]
+    pub action_times_us: Vec<u64>,
     /// Number of boots (power-on from Off, or a restart) that have landed.
     pub boots: u64,
     /// Device the last boot used: the override target when one was active,
@@ -124,6 +128,7 @@ pub struct SystemState {
     pub vm_image: Option<String>,
     pub vm_write_protected: bool,
     actions: Vec<String>,
+    action_times_us: Vec<u64>,
     boots: u64,
     last_boot: Option<&'static str>,
     version: u64,
@@ -142,6 +147,7 @@ impl SystemState {
             vm_image: None,
             vm_write_protected: true,
             actions: Vec::new(),
+            action_times_us: Vec::new(),
             boots: 0,
             last_boot: None,
             version: 1,
@@ -199,8 +205,10 @@ impl SystemState {
     pub fn record(&mut self, action: impl Into<String>) {
         if self.actions.len() >= MAX_ACTIONS {
             self.actions.remove(0);
+            self.action_times_us.remove(0);
         }
         self.actions.push(action.into());
+        self.action_times_us.push(unix_micros(SystemTime::now()));
     }
 
     /// Accepts a (validated) reset. A later reset replaces one still pending.
@@ -243,12 +251,18 @@ impl SystemState {
                 write_protected: self.vm_write_protected,
             },
             actions: self.actions.clone(),
+            action_times_us: self.action_times_us.clone(),
             boots: self.boots,
             last_boot_source: self.last_boot.map(str::to_owned),
             fault: self.fault.clone(),
             etag: self.etag(),
         }
     }
+}
+
+fn unix_micros(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// Atomic per-method request counters.
@@ -353,6 +367,29 @@ mod tests {
         s.reset("ForceRestart", Duration::ZERO, now);
         assert_eq!(s.last_boot, Some("Default"));
         assert_eq!(s.boots, 2);
+    }
+
+    #[test]
+    fn every_action_carries_its_receive_time() {
+        let before = unix_micros(SystemTime::now());
+        let mut s = SystemState::new(PowerState::Off);
+        s.reset("On", Duration::ZERO, Instant::now());
+        s.record("PatchBoot");
+        let after = unix_micros(SystemTime::now());
+        let snap = s.snapshot(0);
+        assert_eq!(snap.actions.len(), 2);
+        assert_eq!(snap.action_times_us.len(), 2);
+        assert!(snap.action_times_us[0] <= snap.action_times_us[1]);
+        assert!(
+            snap.action_times_us
+                .iter()
+                .all(|t| (before..=after).contains(t))
+        );
+        for i in 0..MAX_ACTIONS {
+            s.record(format!("a{i}"));
+        }
+        assert_eq!(s.actions.len(), MAX_ACTIONS);
+        assert_eq!(s.action_times_us.len(), MAX_ACTIONS);
     }
 
     #[test]
