@@ -1,0 +1,182 @@
+//! ferrometal benchmarks. Each scenario starts what it needs on 127.0.0.1 (free ports, fresh
+//! state), prints progress, ends with a table, writes `bench/results/SCENARIO-N.json`, and stops
+//! its children. Run release builds:
+//!
+//! ```sh
+//! cargo build --release -p ferrometal -p ferrometal-bench
+//! cargo run --release -p ferrometal-bench -- scale --hosts 1000
+//! ```
+
+mod apiserver;
+mod common;
+mod emucap;
+mod procfs;
+mod scale;
+mod stats;
+mod vs_ironic;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "ferrometal-bench", about = "ferrometal benchmarks")]
+struct Cli {
+    /// The ferrometal binary (default: next to this one, e.g. target/release/ferrometal).
+    #[arg(long, global = true)]
+    ferrometal: Option<PathBuf>,
+    /// Keep the scratch directories (data dirs, logs) instead of removing them.
+    #[arg(long, global = true)]
+    keep: bool,
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Subcommand)]
+enum Scenario {
+    /// N hosts on the built-in emulator: apply → available → provisioned, memory, CPU, BMC
+    /// requests per phase and in steady state, annotation → BMC latency.
+    Scale {
+        #[arg(long, default_value_t = 100)]
+        hosts: usize,
+        /// `serve --power-poll-interval`, seconds (also the steady-state counting unit).
+        #[arg(long, default_value_t = 10)]
+        poll_interval: u64,
+        /// Steady-state window, in poll intervals.
+        #[arg(long, default_value_t = 3)]
+        steady_intervals: u64,
+        /// Operation-annotation latency samples (one host at a time).
+        #[arg(long, default_value_t = 200)]
+        latency_samples: usize,
+        /// Create/patch requests in flight.
+        #[arg(long, default_value_t = 16)]
+        create_concurrency: usize,
+        /// Give up after this many seconds (the partial figures are still reported).
+        #[arg(long, default_value_t = 900)]
+        timeout: u64,
+        /// Seconds of emulator capacity measurement before the run.
+        #[arg(long, default_value_t = 5)]
+        capacity_seconds: u64,
+        /// Extra `ferrometal serve` flags, e.g. --serve-arg=--max-busy=1000 (repeatable).
+        #[arg(long = "serve-arg", allow_hyphen_values = true)]
+        serve_args: Vec<String>,
+    },
+    /// Ironic versus ferrometal on the same sushy-tools emulator: enroll → available.
+    VsIronic {
+        #[arg(long, default_value_t = 100)]
+        hosts: usize,
+        /// Requests in flight from the bench to each side's API.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        /// Give up on a side after this many seconds.
+        #[arg(long, default_value_t = 1200)]
+        timeout: u64,
+    },
+    /// The embedded API server alone: creates/s, list latency, watch fan-out, store size.
+    Apiserver {
+        #[arg(long, default_value_t = 10000)]
+        objects: usize,
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        /// Full lists timed.
+        #[arg(long, default_value_t = 20)]
+        lists: usize,
+        /// Objects changed once each while the watchers watch.
+        #[arg(long, default_value_t = 1000)]
+        changes: usize,
+        #[arg(long, default_value_t = 10)]
+        watchers: usize,
+    },
+    /// The emulator's own capacity (GET/s of a ComputerSystem).
+    Emulator {
+        #[arg(long, default_value_t = 10000)]
+        systems: usize,
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.scenario {
+        Scenario::Scale {
+            hosts,
+            poll_interval,
+            steady_intervals,
+            latency_samples,
+            create_concurrency,
+            timeout,
+            capacity_seconds,
+            serve_args,
+        } => {
+            scale::run(scale::Opts {
+                hosts: hosts.max(1),
+                poll_interval: poll_interval.max(1),
+                steady_intervals: steady_intervals.max(1),
+                latency_samples,
+                create_concurrency,
+                timeout,
+                capacity_seconds: capacity_seconds.max(1),
+                serve_args,
+                ferrometal: cli.ferrometal,
+                keep: cli.keep,
+            })
+            .await
+        }
+        Scenario::VsIronic {
+            hosts,
+            concurrency,
+            timeout,
+        } => {
+            vs_ironic::run(vs_ironic::Opts {
+                hosts: hosts.max(1),
+                concurrency,
+                timeout,
+                ferrometal: cli.ferrometal,
+                keep: cli.keep,
+            })
+            .await
+        }
+        Scenario::Apiserver {
+            objects,
+            concurrency,
+            lists,
+            changes,
+            watchers,
+        } => {
+            apiserver::run(apiserver::Opts {
+                objects: objects.max(1),
+                concurrency,
+                lists: lists.max(1),
+                changes,
+                watchers,
+                ferrometal: cli.ferrometal,
+                keep: cli.keep,
+            })
+            .await
+        }
+        Scenario::Emulator {
+            systems,
+            seconds,
+            runs,
+        } => {
+            emucap::run(emucap::Opts {
+                systems: systems.max(1),
+                seconds: seconds.max(1),
+                runs: runs.max(1),
+                keep: cli.keep,
+            })
+            .await
+        }
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! `scale --hosts N`: N hosts on the built-in emulator through `ferrometal serve` (a child
+//! process, so its memory and CPU are its own): apply → available (fast inspection) →
+//! provisioned (live ISO), the BMC requests of each phase, the steady-state power poll, and
+//! the latency from an operation annotation to the BMC call.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use ferrometal_emulator::{Emulator, EmulatorConfig};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::common::{
+    NAMESPACE, Scratch, ServeChild, bmh_api, bmh_resource, ferrometal_binary, finish,
+    for_each_concurrent, free_port, metric_sum, say, unix_micros, wait_all, wait_for_crd,
+    watch_states,
+};
+use crate::emucap;
+use crate::procfs;
+use crate::stats::{Row, mib, ratio, secs, summarize};
+
+pub struct Opts {
+    pub hosts: usize,
+    pub poll_interval: u64,
+    pub steady_intervals: u64,
+    pub latency_samples: usize,
+    pub create_concurrency: usize,
+    pub timeout: u64,
+    pub capacity_seconds: u64,
+    pub serve_args: Vec<String>,
+    pub ferrometal: Option<PathBuf>,
+    pub keep: bool,
+}
+
+fn host_name(i: usize) -> String {
+    format!("host-{i:05}")
+}
+
+/// Emulator counters: total requests and the largest count for one system.
+fn bmc_totals(emu: &Emulator) -> (u64, Vec<u64>) {
+    let c = emu.counters();
+    (c.total, c.systems.iter().map(|m| m.total()).collect())
+}
+
+struct Phase {
+    name: &'static str,
+    wall: Duration,
+    requests: u64,
+    max_per_host: u64,
+    cpu_secs: f64,
+    store_writes: u64,
+    reconciles: f64,
+}
+
+async fn resource_version(api: &Api<DynamicObject>) -> u64 {
+    api.list_metadata(&ListParams::default().limit(1))
+        .await
+        .ok()
+        .and_then(|l| l.metadata.resource_version)
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0)
+}
+
+pub async fn run(o: Opts) -> anyhow::Result<()> {
+    let binary = ferrometal_binary(o.ferrometal.as_deref())?;
+    let scratch = Scratch::new(&format!("scale-{}", o.hosts), o.keep)?;
+    let deadline = Instant::now() + Duration::from_secs(o.timeout);
+
+    // The fleet, in this process; its capacity first, measured in the same run.
+    let emu = Emulator::start(
+        EmulatorConfig {
+            systems: o.hosts,
+            ..EmulatorConfig::default()
+        },
+        "127.0.0.1:0".parse()?,
+    )
+    .await?;
+    say(&format!(
+        "emulator: {} systems at {}; measuring its capacity for {} s",
+        o.hosts,
+        emu.base_url(),
+        o.capacity_seconds
+    ));
+    let capacity =
+        emucap::measure(&emu.base_url(), o.hosts, o.capacity_seconds, &scratch.path).await?;
+    say(&format!(
+        "emulator capacity: {:.0} GET/s ({})",
+        capacity.requests_per_sec, capacity.tool
+    ));
+    emu.reset_counters();
+
+    // The server with its controllers.
+    let metrics_addr = format!("127.0.0.1:{}", free_port()?);
+    let mut serve_args = vec![
+        "--power-poll-interval".to_string(),
+        o.poll_interval.to_string(),
+        "--metrics-listen".into(),
+        metrics_addr.clone(),
+    ];
+    serve_args.extend(o.serve_args.iter().cloned());
+    let serve = ServeChild::start(&binary, &scratch.path, &serve_args)?;
+    let pid = serve.pid();
+    say(&format!(
+        "serve pid {pid} at {} ({})",
+        serve.url,
+        serve_args.join(" ")
+    ));
+    let client = serve.client().await?;
+    wait_for_crd(&client).await?;
+    let metrics_url = format!("http://{metrics_addr}/metrics");
+    let http = reqwest::Client::new();
+    let reconciles = || metric_sum(&http, &metrics_url, "ferrometal_host_reconciles_total");
+    let api = bmh_api(&client);
+    let (states, watch) = watch_states(&client);
+    let base_cpu = procfs::read(pid).map_or(0.0, |r| r.cpu_secs);
+    let idle_rss = procfs::read(pid).map_or(0, |r| r.rss);
+
+    // Phase 1: create → available.
+    let started = Instant::now();
+    let rv0 = resource_version(&api).await;
+    let rec0 = reconciles().await.unwrap_or(0.0);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "bmc", "namespace": NAMESPACE},
+        "stringData": {"username": "admin", "password": "password"},
+    }))?;
+    secrets.create(&PostParams::default(), &secret).await?;
+    let ar = bmh_resource();
+    let base = emu
+        .base_url()
+        .replace("http://", "redfish-virtualmedia+http://");
+    for_each_concurrent(o.hosts, o.create_concurrency, |i| {
+        let api = api.clone();
+        let ar = ar.clone();
+        let address = format!("{base}/redfish/v1/Systems/sys-{i}");
+        async move {
+            let host = DynamicObject::new(&host_name(i), &ar)
+                .within(NAMESPACE)
+                .data(json!({"spec": {
+                    "online": false,
+                    "bmc": {"address": address, "credentialsName": "bmc"},
+                    "inspectionMode": "fast",
+                }}));
+            api.create(&PostParams::default(), &host)
+                .await
+                .with_context(|| format!("creating {}", host_name(i)))?;
+            Ok(())
+        }
+    })
+    .await?;
+    let created = started.elapsed();
+    say(&format!(
+        "created {} hosts in {}",
+        o.hosts,
+        secs(created.as_secs_f64())
+    ));
+    let to_available = wait_all(&states, o.hosts, "available", started, deadline).await?;
+    let after_available = procfs::read(pid).unwrap_or_default();
+    let (req1, per1) = bmc_totals(&emu);
+    let rv1 = resource_version(&api).await;
+    let rec1 = reconciles().await.unwrap_or(rec0);
+    let mut phases = vec![Phase {
+        name: "apply -> available",
+        wall: to_available,
+        requests: req1,
+        max_per_host: per1.iter().copied().max().unwrap_or(0),
+        cpu_secs: after_available.cpu_secs - base_cpu,
+        store_writes: rv1.saturating_sub(rv0),
+        reconciles: rec1 - rec0,
+    }];
+    say(&format!(
+        "all {} available after {}; {:.2} BMC requests per host",
+        o.hosts,
+        secs(to_available.as_secs_f64()),
+        ratio(req1 as f64, o.hosts as f64)
+    ));
+
+    // Phase 2: available → provisioned (live ISO through virtual media).
+    emu.reset_counters();
+    let started2 = Instant::now();
+    let patch = json!({"spec": {"online": true, "image": {
+        "url": "http://127.0.0.1:1/live.iso", "format": "live-iso"}}});
+    for_each_concurrent(o.hosts, o.create_concurrency, |i| {
+        let api = api.clone();
+        let patch = patch.clone();
+        async move {
+            api.patch(
+                &host_name(i),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .with_context(|| format!("patching {}", host_name(i)))?;
+            Ok(())
+        }
+    })
+    .await?;
+    let to_provisioned = wait_all(&states, o.hosts, "provisioned", started2, deadline).await?;
+    let after_provisioned = procfs::read(pid).unwrap_or_default();
+    let (req2, per2) = bmc_totals(&emu);
+    let rv2 = resource_version(&api).await;
+    let rec2 = reconciles().await.unwrap_or(rec1);
+    phases.push(Phase {
+        name: "available -> provisioned",
+        wall: to_provisioned,
+        requests: req2,
+        max_per_host: per2.iter().copied().max().unwrap_or(0),
+        cpu_secs: after_provisioned.cpu_secs - after_available.cpu_secs,
+        store_writes: rv2.saturating_sub(rv1),
+        reconciles: rec2 - rec1,
+    });
+    say(&format!(
+        "all {} provisioned after {}; {:.2} BMC requests per host",
+        o.hosts,
+        secs(to_provisioned.as_secs_f64()),
+        ratio(req2 as f64, o.hosts as f64)
+    ));
+
+    // Phase 3: steady state, a fixed window of whole poll intervals.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    emu.reset_counters();
+    let cpu_before = procfs::read(pid).map_or(0.0, |r| r.cpu_secs);
+    let rv_before = resource_version(&api).await;
+    let rec_before = reconciles().await.unwrap_or(0.0);
+    let window = Duration::from_secs(o.poll_interval * o.steady_intervals);
+    say(&format!(
+        "steady state: counting BMC requests over {} s ({} poll intervals of {} s)",
+        window.as_secs(),
+        o.steady_intervals,
+        o.poll_interval
+    ));
+    tokio::time::sleep(window).await;
+    let (req3, per3) = bmc_totals(&emu);
+    let steady_cpu = procfs::read(pid).map_or(0.0, |r| r.cpu_secs) - cpu_before;
+    let steady_writes = resource_version(&api).await.saturating_sub(rv_before);
+    let steady_reconciles = reconciles().await.unwrap_or(rec_before) - rec_before;
+    let per_host_interval = ratio(req3 as f64, (o.hosts as u64 * o.steady_intervals) as f64);
+    let steady_max = per3.iter().copied().max().unwrap_or(0);
+    say(&format!(
+        "steady state: {req3} BMC requests = {per_host_interval:.2} per host per interval"
+    ));
+
+    // Phase 4: operation annotation → BMC action, one sample at a time on distinct hosts.
+    let samples = o.latency_samples.min(o.hosts);
+    let stride = (o.hosts / samples.max(1)).max(1);
+    let mut latencies = Vec::new();
+    let mut missed = 0;
+    say(&format!("annotation latency: {samples} samples"));
+    for s in 0..samples {
+        if Instant::now() > deadline {
+            break;
+        }
+        let i = (s * stride) % o.hosts;
+        let t0 = unix_micros();
+        let patch = json!({"metadata": {"annotations": {"ferrometal.io/operation": "PowerCycle"}}});
+        api.patch(
+            &host_name(i),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+        let wait_until = Instant::now() + Duration::from_secs(10);
+        let mut seen = None;
+        while Instant::now() < wait_until {
+            let snap = emu.state(i);
+            if let Some(t) = snap.action_times_us.iter().copied().find(|t| *t >= t0) {
+                seen = Some(t);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        match seen {
+            Some(t) => latencies.push((t - t0) as f64 / 1000.0),
+            None => missed += 1,
+        }
+        if (s + 1) % 50 == 0 {
+            say(&format!("  {} samples", s + 1));
+        }
+    }
+    let latency = summarize(&latencies);
+    let end = procfs::read(pid).unwrap_or_default();
+    let store_bytes = crate::common::dir_size(&serve.data_dir);
+    watch.abort();
+    drop(client);
+    drop(serve);
+    emu.shutdown().await;
+    if latencies.is_empty() && samples > 0 {
+        bail!("no annotation reached the BMC");
+    }
+
+    // Report.
+    let n = o.hosts as f64;
+    let rps = capacity.requests_per_sec;
+    let mut rows = vec![
+        Row::new("hosts", o.hosts.to_string(), serve_args.join(" ")),
+        Row::new(
+            "emulator capacity",
+            format!("{rps:.0} GET/s"),
+            capacity.tool.clone(),
+        ),
+        Row::new(
+            "create requests",
+            secs(created.as_secs_f64()),
+            format!("{} hosts, {} at once", o.hosts, o.create_concurrency),
+        ),
+    ];
+    for p in &phases {
+        let limit = ratio(p.requests as f64, rps);
+        rows.push(Row::new(
+            format!("{}: wall", p.name),
+            secs(p.wall.as_secs_f64()),
+            format!(
+                "{:.0}x the emulator-only limit ({})",
+                ratio(p.wall.as_secs_f64(), limit),
+                secs(limit)
+            ),
+        ));
+        rows.push(Row::new(
+            format!("{}: BMC req/host", p.name),
+            format!("{:.2}", ratio(p.requests as f64, n)),
+            format!("max {} on one host", p.max_per_host),
+        ));
+        rows.push(Row::new(
+            format!("{}: serve CPU", p.name),
+            format!("{:.1} s", p.cpu_secs),
+            format!(
+                "{:.1} ms per host; {:.1} store writes, {:.1} reconciles per host",
+                p.cpu_secs * 1000.0 / n,
+                ratio(p.store_writes as f64, n),
+                ratio(p.reconciles, n)
+            ),
+        ));
+    }
+    rows.push(Row::new(
+        "steady: BMC req/host/interval",
+        format!("{per_host_interval:.2}"),
+        format!(
+            "{} s window, poll {} s, max {} on one host; CPU {:.2} s, {} store writes, {:.0} reconciles",
+            window.as_secs(),
+            o.poll_interval,
+            steady_max,
+            steady_cpu,
+            steady_writes,
+            steady_reconciles
+        ),
+    ));
+    rows.push(Row::new(
+        "annotation -> BMC p50",
+        format!("{:.1} ms", latency.p50_ms),
+        format!("{} samples, {missed} missed", latency.samples),
+    ));
+    rows.push(Row::new(
+        "annotation -> BMC p99",
+        format!("{:.1} ms", latency.p99_ms),
+        format!("max {:.1} ms", latency.max_ms),
+    ));
+    rows.push(Row::new(
+        "serve peak RSS (VmHWM)",
+        mib(end.hwm),
+        format!(
+            "idle before hosts {}; at end {}",
+            mib(idle_rss),
+            mib(end.rss)
+        ),
+    ));
+    rows.push(Row::new(
+        "serve CPU total",
+        format!("{:.1} s", end.cpu_secs),
+        "",
+    ));
+    rows.push(Row::new("store on disk", mib(store_bytes), ""));
+    let phase_json: Vec<_> = phases
+        .iter()
+        .map(|p| {
+            json!({
+                "phase": p.name,
+                "wall_secs": p.wall.as_secs_f64(),
+                "bmc_requests": p.requests,
+                "bmc_requests_per_host": ratio(p.requests as f64, n),
+                "bmc_requests_max_one_host": p.max_per_host,
+                "emulator_only_limit_secs": ratio(p.requests as f64, rps),
+                "ratio_to_emulator_limit": ratio(p.wall.as_secs_f64(), ratio(p.requests as f64, rps)),
+                "serve_cpu_secs": p.cpu_secs,
+                "store_writes": p.store_writes,
+                "reconciles": p.reconciles,
+            })
+        })
+        .collect();
+    finish(
+        "scale",
+        o.hosts,
+        &rows,
+        json!({
+            "hosts": o.hosts,
+            "serve_args": serve_args,
+            "emulator_capacity": capacity,
+            "create_secs": created.as_secs_f64(),
+            "phases": phase_json,
+            "steady": {
+                "window_secs": window.as_secs(),
+                "poll_interval_secs": o.poll_interval,
+                "bmc_requests": req3,
+                "per_host_per_interval": per_host_interval,
+                "max_one_host": steady_max,
+                "serve_cpu_secs": steady_cpu,
+                "store_writes": steady_writes,
+                "reconciles": steady_reconciles,
+            },
+            "annotation_latency": latency,
+            "annotation_missed": missed,
+            "serve_peak_rss_bytes": end.hwm,
+            "serve_idle_rss_bytes": idle_rss,
+            "serve_end_rss_bytes": end.rss,
+            "serve_cpu_secs_total": end.cpu_secs,
+            "store_bytes": store_bytes,
+        }),
+    )
+}
