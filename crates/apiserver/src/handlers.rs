@@ -238,7 +238,10 @@ pub async fn dispatch(State(core): State<Arc<Core>>, req: Request) -> Response {
         Route::NotFound => Err(ApiError::path_not_found()),
     };
     match result {
-        Ok(r) => r,
+        Ok(r) => {
+            tracing::trace!(method = %parts.method, uri = %parts.uri, code = r.status().as_u16(), "request");
+            r
+        }
         Err(e) => {
             tracing::debug!(method = %parts.method, uri = %parts.uri, code = e.code, message = %e.message, "request failed");
             e.into_response()

@@ -76,6 +76,45 @@ pub fn dns_label_errors(name: &str) -> Vec<String> {
     errs
 }
 
+fn name_part_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Problems with a label or annotation key (`[prefix/]name`); empty when valid.
+pub fn qualified_name_errors(key: &str) -> Vec<String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let mut errs = Vec::new();
+    if let Some(p) = prefix
+        && (p.is_empty() || !dns_subdomain_errors(p).is_empty())
+    {
+        errs.push("prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".to_string());
+    }
+    if !name_part_ok(name) {
+        errs.push("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_string());
+    }
+    errs
+}
+
+/// Problems with a label value (may be empty); empty when valid.
+pub fn label_value_errors(v: &str) -> Vec<String> {
+    if v.is_empty() || name_part_ok(v) {
+        Vec::new()
+    } else if v.len() > 63 {
+        vec!["must be no more than 63 characters".to_string()]
+    } else {
+        vec!["a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_string()]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +127,16 @@ mod tests {
         assert!(dns_label_errors("kube-system").is_empty());
         assert!(!dns_label_errors("a.b").is_empty());
         assert_eq!(random_suffix().len(), 5);
+        assert!(qualified_name_errors("baremetalhost.metal3.io/paused").is_empty());
+        assert!(qualified_name_errors("reboot.metal3.io/capm3-remediation").is_empty());
+        assert!(qualified_name_errors("app").is_empty());
+        assert!(!qualified_name_errors("Bad Key").is_empty());
+        assert!(!qualified_name_errors("/x").is_empty());
+        assert!(!qualified_name_errors("UPPER.io/x").is_empty());
+        assert!(label_value_errors("").is_empty());
+        assert!(label_value_errors("prod-1.a_b").is_empty());
+        assert!(!label_value_errors("-x").is_empty());
+        assert!(!label_value_errors(&"a".repeat(64)).is_empty());
         assert!(now().ends_with('Z'));
     }
 }

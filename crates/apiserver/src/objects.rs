@@ -163,6 +163,40 @@ fn check_metadata(res: &Resource, ns: &str, obj: &mut Value) -> Result<(), ApiEr
             )));
         }
     }
+    let mut causes = Vec::new();
+    if let Some(labels) = m.get("labels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            for e in meta::qualified_name_errors(k) {
+                causes.push(cause(
+                    "metadata.labels",
+                    "FieldValueInvalid",
+                    format!("Invalid value: \"{k}\": {e}"),
+                ));
+            }
+            let v = v.as_str().unwrap_or_default();
+            for e in meta::label_value_errors(v) {
+                causes.push(cause(
+                    "metadata.labels",
+                    "FieldValueInvalid",
+                    format!("Invalid value: \"{v}\": {e}"),
+                ));
+            }
+        }
+    }
+    if let Some(annotations) = m.get("annotations").and_then(Value::as_object) {
+        for k in annotations.keys() {
+            for e in meta::qualified_name_errors(k) {
+                causes.push(cause(
+                    "metadata.annotations",
+                    "FieldValueInvalid",
+                    format!("Invalid value: \"{k}\": {e}"),
+                ));
+            }
+        }
+    }
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&res.target(&name), causes));
+    }
     Ok(())
 }
 

@@ -136,6 +136,36 @@ async fn bad_input_is_rejected_and_changes_nothing() {
     .await;
     assert_eq!(code, 400);
 
+    // Bad metadata: 422 naming the field.
+    let (code, body) = raw(
+        a,
+        "POST",
+        cms,
+        tok,
+        "application/json",
+        br#"{"metadata":{"name":"l","labels":{"bad key":"x"}}}"#,
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        parse(&body)["details"]["causes"][0]["field"],
+        "metadata.labels"
+    );
+    let (code, body) = raw(
+        a,
+        "POST",
+        cms,
+        tok,
+        "application/json",
+        br#"{"metadata":{"name":"Not_A_Name"}}"#,
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        parse(&body)["details"]["causes"][0]["field"],
+        "metadata.name"
+    );
+
     assert_eq!(srv.api.revision(), before, "nothing was written");
     let (code, _) = raw(a, "POST", cms, tok, "application/json", good).await;
     assert_eq!(code, 201);
