@@ -41,6 +41,14 @@ fn key_of(resource: &str, v: &Value) -> Key {
     )
 }
 
+fn served(snap: &Snapshot, owner_ref: &Value) -> bool {
+    let av = owner_ref.get("apiVersion").and_then(Value::as_str);
+    let kind = owner_ref.get("kind").and_then(Value::as_str);
+    snap.resources
+        .iter()
+        .any(|r| Some(r.kind.as_str()) == kind && Some(r.api_version().as_str()) == av)
+}
+
 fn collect(core: &Core, snap: &Snapshot) -> Vec<Key> {
     core.store.read(|s| {
         let uids: HashSet<&str> = s
@@ -74,11 +82,14 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<Key> {
                 .pointer("/metadata/ownerReferences")
                 .and_then(Value::as_array)
                 .is_some_and(|refs| {
+                    // Owners of kinds this server does not serve cannot be checked; like
+                    // kube-apiserver's collector, leave their dependents alone.
                     !refs.is_empty()
                         && refs.iter().all(|r| {
-                            r.get("uid")
-                                .and_then(Value::as_str)
-                                .is_none_or(|u| !uids.contains(u))
+                            served(snap, r)
+                                && r.get("uid")
+                                    .and_then(Value::as_str)
+                                    .is_none_or(|u| !uids.contains(u))
                         })
                 });
             if (in_terminating || orphaned) && snap.by_key(resource).is_some() {

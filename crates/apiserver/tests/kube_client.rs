@@ -619,6 +619,19 @@ async fn owner_deletion_collects_dependents() {
         },
     ]);
     cms.create(&PostParams::default(), &dep).await.unwrap();
+    // A dependent of a kind this server does not serve is left alone.
+    let mut foreign = ConfigMap::default();
+    foreign.metadata.name = Some("foreign-owned".into());
+    foreign.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "cluster.x-k8s.io/v1beta1".into(),
+            kind: "Machine".into(),
+            name: "m".into(),
+            uid: "0000".into(),
+            ..Default::default()
+        },
+    ]);
+    cms.create(&PostParams::default(), &foreign).await.unwrap();
     let mut keep = ConfigMap::default();
     keep.metadata.name = Some("unrelated".into());
     cms.create(&PostParams::default(), &keep).await.unwrap();
@@ -633,12 +646,12 @@ async fn owner_deletion_collects_dependents() {
             .iter()
             .map(|c| c.name_any())
             .collect();
-        if names == ["unrelated"] {
+        if names == ["foreign-owned", "unrelated"] {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(names, ["unrelated"]);
+    assert_eq!(names, ["foreign-owned", "unrelated"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
