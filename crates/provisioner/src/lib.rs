@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 pub mod fixture;
+pub mod ironic;
 pub mod redfish;
 
 pub use fixture::FixtureProvisioner;

@@ -1,0 +1,421 @@
+//! Ironic as an implementation detail of standalone ferrometal: a config generated under the
+//! data directory (SQLite, no message bus, one all-in-one process, loopback only, HTTP basic
+//! auth with generated credentials), the schema created once, the process started, watched,
+//! restarted with backoff when it dies, and stopped with the supervisor.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+use super::IronicEndpoint;
+
+/// How to run Ironic.
+#[derive(Debug, Clone)]
+pub struct SupervisorConfig {
+    /// Everything Ironic keeps lives under `<data_dir>/ironic`.
+    pub data_dir: PathBuf,
+    /// The `ironic` program; default: on PATH, else in `$VIRTUAL_ENV`/`$FERROMETAL_VENV`/`.venv`.
+    pub program: Option<PathBuf>,
+    /// TCP port on 127.0.0.1; default: a free one.
+    pub port: Option<u16>,
+    /// How long Ironic may take to answer `/v1` after a start.
+    pub start_timeout: Duration,
+    /// First pause before a restart, doubled after each quick death up to `max_backoff`.
+    pub min_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl SupervisorConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> SupervisorConfig {
+        SupervisorConfig {
+            data_dir: data_dir.into(),
+            program: None,
+            port: None,
+            start_timeout: Duration::from_secs(120),
+            min_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SupervisorError(pub String);
+
+/// A running, supervised Ironic. Dropping it stops Ironic.
+pub struct IronicSupervisor {
+    endpoint: IronicEndpoint,
+    dir: PathBuf,
+    stop: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    pid: Arc<AtomicU32>,
+    starts: Arc<AtomicU32>,
+}
+
+/// Finds `ironic` on PATH or in the project's virtualenv.
+pub fn find_program() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("ironic"))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        ["VIRTUAL_ENV", "FERROMETAL_VENV"]
+            .iter()
+            .filter_map(std::env::var_os)
+            .map(PathBuf::from)
+            .chain([PathBuf::from(".venv")])
+            .map(|v| v.join("bin/ironic"))
+            .find(|p| p.is_file())
+    })
+}
+
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(contents.as_bytes())
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The generated credentials, reused across restarts of ferrometal.
+fn credentials(dir: &Path) -> Result<(String, String), SupervisorError> {
+    let file = dir.join("credentials");
+    if let Ok(text) = std::fs::read_to_string(&file)
+        && let Some((user, password)) = text.trim().split_once(':')
+        && !password.is_empty()
+    {
+        return Ok((user.to_string(), password.to_string()));
+    }
+    let password: String = rand::rng()
+        .sample_iter(rand::distr::Alphanumeric)
+        .take(32)
+        .map(char::from)
+        .collect();
+    let user = "ferrometal".to_string();
+    write_private(&file, &format!("{user}:{password}\n"))
+        .map_err(|e| SupervisorError(format!("writing {}: {e}", file.display())))?;
+    Ok((user, password))
+}
+
+/// The Ironic configuration for one standalone process under `dir`.
+pub fn config_text(dir: &Path, port: u16, htpasswd: &Path) -> String {
+    let d = dir.display();
+    format!(
+        "[DEFAULT]
+auth_strategy = http_basic
+http_basic_auth_user_file = {htpasswd}
+rpc_transport = none
+host = ferrometal
+use_stderr = true
+enabled_hardware_types = fake-hardware,redfish,ipmi,idrac
+enabled_boot_interfaces = fake,ipxe,pxe,redfish-virtual-media,redfish-https,idrac-redfish-virtual-media
+enabled_deploy_interfaces = fake,direct,ramdisk,custom-agent
+enabled_power_interfaces = fake,redfish,ipmitool,idrac-redfish
+enabled_management_interfaces = fake,redfish,ipmitool,idrac-redfish
+enabled_inspect_interfaces = fake,no-inspect,redfish,idrac-redfish,agent
+enabled_bios_interfaces = fake,no-bios,redfish,idrac-redfish
+enabled_raid_interfaces = fake,no-raid,agent,redfish,idrac-redfish
+enabled_vendor_interfaces = fake,no-vendor,ipmitool,redfish,idrac-redfish
+enabled_firmware_interfaces = fake,no-firmware,redfish
+enabled_console_interfaces = fake,no-console
+enabled_rescue_interfaces = fake,no-rescue,agent
+enabled_network_interfaces = noop
+default_network_interface = noop
+[api]
+host_ip = 127.0.0.1
+port = {port}
+[conductor]
+automated_clean = false
+[database]
+connection = sqlite:///{d}/ironic.sqlite
+[dhcp]
+dhcp_provider = none
+[deploy]
+http_root = {d}/http
+http_url = http://127.0.0.1:{port}/unused
+[pxe]
+tftp_root = {d}/tftp
+[oslo_concurrency]
+lock_path = {d}/locks
+",
+        htpasswd = htpasswd.display()
+    )
+}
+
+impl IronicSupervisor {
+    /// Writes the config, prepares the database, starts Ironic and waits for its API.
+    pub async fn start(config: SupervisorConfig) -> Result<IronicSupervisor, SupervisorError> {
+        let program = config
+            .program
+            .clone()
+            .or_else(find_program)
+            .ok_or_else(|| SupervisorError("the ironic program is not on PATH nor in a virtualenv; install it (scripts/setup-ironic.sh) or pass its path".into()))?;
+        let dir = config.data_dir.join("ironic");
+        for sub in ["", "http", "tftp", "locks"] {
+            std::fs::create_dir_all(dir.join(sub))
+                .map_err(|e| SupervisorError(format!("creating {}: {e}", dir.display())))?;
+        }
+        let (user, password) = credentials(&dir)?;
+        let hash = bcrypt::hash(&password, 8)
+            .map_err(|e| SupervisorError(format!("hashing the Ironic password: {e}")))?;
+        let htpasswd = dir.join("htpasswd");
+        write_private(&htpasswd, &format!("{user}:{hash}\n"))
+            .map_err(|e| SupervisorError(format!("writing {}: {e}", htpasswd.display())))?;
+        let port = match config.port {
+            Some(p) => p,
+            None => free_port().map_err(|e| SupervisorError(format!("no free port: {e}")))?,
+        };
+        let conf = dir.join("ironic.conf");
+        write_private(&conf, &config_text(&dir, port, &htpasswd))
+            .map_err(|e| SupervisorError(format!("writing {}: {e}", conf.display())))?;
+
+        // The schema once; later starts only upgrade it (a no-op when current).
+        let dbsync = program.with_file_name("ironic-dbsync");
+        let verb = if dir.join("ironic.sqlite").exists() {
+            "upgrade"
+        } else {
+            "create_schema"
+        };
+        let out = Command::new(&dbsync)
+            .arg("--config-file")
+            .arg(&conf)
+            .arg(verb)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .map_err(|e| SupervisorError(format!("running {}: {e}", dbsync.display())))?;
+        if !out.status.success() {
+            return Err(SupervisorError(format!(
+                "ironic-dbsync {verb} failed: {}",
+                tail(&String::from_utf8_lossy(&out.stderr), 20)
+            )));
+        }
+
+        let endpoint =
+            IronicEndpoint::new(format!("http://127.0.0.1:{port}")).with_basic_auth(user, password);
+        let run = Runner {
+            program,
+            conf,
+            log: dir.join("ironic.log"),
+            url: endpoint.url.clone(),
+            start_timeout: config.start_timeout,
+        };
+        let mut child = run.spawn()?;
+        if let Err(e) = run.wait_ready(&mut child).await {
+            let _ = child.kill().await;
+            return Err(e);
+        }
+        let pid = Arc::new(AtomicU32::new(child.id().unwrap_or(0)));
+        let starts = Arc::new(AtomicU32::new(1));
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(supervise(
+            run,
+            child,
+            stopped,
+            pid.clone(),
+            starts.clone(),
+            (config.min_backoff, config.max_backoff),
+        ));
+        tracing::info!(url = %endpoint.url, "ironic started");
+        Ok(IronicSupervisor {
+            endpoint,
+            dir,
+            stop,
+            task: Some(task),
+            pid,
+            starts,
+        })
+    }
+
+    /// Where Ironic answers, with the generated credentials.
+    pub fn endpoint(&self) -> IronicEndpoint {
+        self.endpoint.clone()
+    }
+
+    /// Ironic's directory (config, SQLite file, log).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The current process id, if running.
+    pub fn pid(&self) -> Option<u32> {
+        Some(self.pid.load(Ordering::SeqCst)).filter(|p| *p != 0)
+    }
+
+    /// How many times Ironic was started (1 + restarts).
+    pub fn starts(&self) -> u32 {
+        self.starts.load(Ordering::SeqCst)
+    }
+
+    /// Stops Ironic and waits until it has exited.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for IronicSupervisor {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            // The child is spawned with kill_on_drop: aborting the task kills it.
+            task.abort();
+        }
+    }
+}
+
+struct Runner {
+    program: PathBuf,
+    conf: PathBuf,
+    log: PathBuf,
+    url: String,
+    start_timeout: Duration,
+}
+
+impl Runner {
+    fn spawn(&self) -> Result<Child, SupervisorError> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| SupervisorError(format!("opening {}: {e}", self.log.display())))?;
+        let err = log
+            .try_clone()
+            .map_err(|e| SupervisorError(format!("{}: {e}", self.log.display())))?;
+        Command::new(&self.program)
+            .arg("--config-file")
+            .arg(&self.conf)
+            .stdin(std::process::Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| SupervisorError(format!("starting {}: {e}", self.program.display())))
+    }
+
+    async fn wait_ready(&self, child: &mut Child) -> Result<(), SupervisorError> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .expect("HTTP client");
+        let deadline = Instant::now() + self.start_timeout;
+        loop {
+            if let Ok(r) = http.get(format!("{}/v1", self.url)).send().await
+                && r.status().is_success()
+            {
+                return Ok(());
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(SupervisorError(format!(
+                    "ironic exited ({status}) before answering; log: {}",
+                    tail(&std::fs::read_to_string(&self.log).unwrap_or_default(), 20)
+                )));
+            }
+            if Instant::now() > deadline {
+                return Err(SupervisorError(format!(
+                    "ironic did not answer at {} within {}s",
+                    self.url,
+                    self.start_timeout.as_secs()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+async fn supervise(
+    run: Runner,
+    mut child: Child,
+    mut stopped: watch::Receiver<bool>,
+    pid: Arc<AtomicU32>,
+    starts: Arc<AtomicU32>,
+    (min_backoff, max_backoff): (Duration, Duration),
+) {
+    let mut backoff = min_backoff;
+    let mut started = Instant::now();
+    loop {
+        tokio::select! {
+            status = child.wait() => {
+                pid.store(0, Ordering::SeqCst);
+                if *stopped.borrow() {
+                    return;
+                }
+                // A process that ran a while died of something new: start over quickly.
+                if started.elapsed() > Duration::from_secs(60) {
+                    backoff = min_backoff;
+                }
+                tracing::warn!(status = ?status.ok(), retry_in = ?backoff, "ironic exited; restarting");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = stopped.changed() => return,
+                }
+                backoff = (backoff * 2).min(max_backoff);
+                match run.spawn() {
+                    Ok(mut c) => {
+                        pid.store(c.id().unwrap_or(0), Ordering::SeqCst);
+                        starts.fetch_add(1, Ordering::SeqCst);
+                        started = Instant::now();
+                        if let Err(e) = run.wait_ready(&mut c).await {
+                            tracing::warn!(error = %e, "restarted ironic is not answering");
+                        }
+                        child = c;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot restart ironic");
+                        // Leave a dead child in place so the loop comes round again.
+                        child = match Command::new("true").kill_on_drop(true).spawn() {
+                            Ok(c) => c,
+                            Err(_) => return,
+                        };
+                    }
+                }
+            }
+            _ = stopped.changed() => {
+                terminate(&mut child).await;
+                pid.store(0, Ordering::SeqCst);
+                return;
+            }
+        }
+    }
+}
+
+/// SIGTERM so Ironic releases its node locks, then SIGKILL if it lingers.
+async fn terminate(child: &mut Child) {
+    if let Some(id) = child.id() {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(id.to_string())
+            .status()
+            .await;
+        if tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    let _ = child.kill().await;
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
