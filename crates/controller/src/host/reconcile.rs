@@ -19,7 +19,8 @@ use tracing::Instrument;
 
 use crate::context::Context;
 use crate::host::decide::{
-    Call, CredentialsObservation, Decision, FinalizerChange, Input, MemoChange, Outcome, decide,
+    Call, CredentialsObservation, Decision, FinalizerChange, Input, Memo, MemoChange, Outcome,
+    decide,
 };
 use crate::host::status::merge_diff;
 use crate::metrics::metrics;
@@ -103,39 +104,113 @@ async fn reconcile_host(host: &BareMetalHost, ctx: &Context) -> Result<Action, E
         return Ok(Action::requeue(ctx.config.not_ready_retry));
     }
     let (observation, credentials) = read_credentials(ctx, host).await?;
-    let memo = ctx.memo(&key);
     let namespace = host.namespace_or_default().to_string();
-    let empty = Default::default();
-    let mut input = Input {
-        namespace: &namespace,
-        spec: &host.spec,
-        status: host.status.as_ref(),
-        annotations: host.metadata.annotations.as_ref().unwrap_or(&empty),
-        generation: host.metadata.generation,
-        deleting: host.metadata.deletion_timestamp.is_some(),
-        has_finalizer: host.finalizers().iter().any(|f| f == ann::FINALIZER),
-        credentials: observation,
-        memo: memo.as_ref(),
-        last: None,
-        now: Timestamp::now(),
-        jitter: rand::random::<f64>(),
-        timing: &ctx.timing,
-    };
-    let mut decision = decide(&input);
-    if let Some(call) = decision.call.take() {
-        tracing::debug!(?call, "provisioner call");
-        let outcome = execute(ctx, host, &call, credentials.as_ref()).await;
-        if let Outcome::Failed(e) = &outcome {
-            tracing::info!(?call, kind = e.kind.as_str(), error = %e.message, "provisioner call failed");
+    let now = Timestamp::now();
+    let jitter = rand::random::<f64>();
+    // What the host looks like after the decisions made so far in this reconcile.
+    let mut current = host.clone();
+    let mut memo = ctx.memo(&key);
+    let mut total = Decision::default();
+    let mut bmc_calls = 0;
+    // Steps that need no BMC call (a state change, a capacity check) are chained in one
+    // reconcile and written once; equivalent to running again at once on a fresh cache, since
+    // `decide` is pure. At most one BMC call per reconcile.
+    for _ in 0..MAX_CHAINED_STEPS {
+        let empty = Default::default();
+        let mut input = Input {
+            namespace: &namespace,
+            spec: &current.spec,
+            status: current.status.as_ref(),
+            annotations: current.metadata.annotations.as_ref().unwrap_or(&empty),
+            generation: current.metadata.generation,
+            deleting: current.metadata.deletion_timestamp.is_some(),
+            has_finalizer: current.finalizers().iter().any(|f| f == ann::FINALIZER),
+            credentials: observation.clone(),
+            memo: memo.as_ref(),
+            last: None,
+            now,
+            jitter,
+            timing: &ctx.timing,
+        };
+        let mut decision = decide(&input);
+        if let Some(call) = decision.call.take() {
+            let is_bmc = call != Call::HasCapacity;
+            if is_bmc && bmc_calls > 0 {
+                total.requeue = Some(Duration::ZERO);
+                break;
+            }
+            bmc_calls += usize::from(is_bmc);
+            tracing::debug!(?call, "provisioner call");
+            let outcome = execute(ctx, &current, &call, credentials.as_ref()).await;
+            if let Outcome::Failed(e) = &outcome {
+                tracing::info!(?call, kind = e.kind.as_str(), error = %e.message, "provisioner call failed");
+            }
+            input.last = Some((call, outcome));
+            decision = decide(&input);
+            if decision.call.take().is_some() {
+                decision.requeue = Some(Duration::ZERO);
+            }
         }
-        input.last = Some((call, outcome));
-        decision = decide(&input);
-        if decision.call.take().is_some() {
-            // Only one call per reconcile; run again for the next.
-            decision.requeue = Some(Duration::ZERO);
+        let more = decision.requeue == Some(Duration::ZERO)
+            && decision.finalizer != Some(FinalizerChange::Remove);
+        fold(&mut total, &mut current, &mut memo, decision);
+        if !more {
+            break;
         }
     }
-    apply(ctx, host, &key, decision).await
+    apply(ctx, host, &key, total).await
+}
+
+/// Bounds the chain of state changes one reconcile makes.
+const MAX_CHAINED_STEPS: usize = 8;
+
+/// Adds `d` to the decisions of this reconcile and to the host as they leave it.
+fn fold(total: &mut Decision, current: &mut BareMetalHost, memo: &mut Option<Memo>, d: Decision) {
+    if let Some(status) = d.status {
+        current.status = Some(status.clone());
+        total.status = Some(status);
+    }
+    if let Some(annotations) = current.metadata.annotations.as_mut() {
+        for k in &d.remove_annotations {
+            annotations.remove(k);
+        }
+    }
+    for k in d.remove_annotations {
+        if !total.remove_annotations.contains(&k) {
+            total.remove_annotations.push(k);
+        }
+    }
+    if let Some(change) = d.finalizer {
+        let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
+        match change {
+            FinalizerChange::Add => finalizers.push(ann::FINALIZER.to_string()),
+            FinalizerChange::Remove => finalizers.retain(|f| f != ann::FINALIZER),
+        }
+        total.finalizer = match (total.finalizer, change) {
+            // Added and removed in one reconcile: nothing to write.
+            (Some(FinalizerChange::Add), FinalizerChange::Remove) => None,
+            _ => Some(change),
+        };
+    }
+    total.events.extend(d.events);
+    if d.hardware_data.is_some() {
+        total.hardware_data = d.hardware_data;
+    }
+    match d.memo {
+        MemoChange::Keep => {}
+        MemoChange::Set(m) => {
+            *memo = Some(m.clone());
+            total.memo = MemoChange::Set(m);
+        }
+        MemoChange::Forget => {
+            *memo = None;
+            total.memo = MemoChange::Forget;
+        }
+    }
+    if d.error_category.is_some() {
+        total.error_category = d.error_category;
+    }
+    total.requeue = d.requeue;
 }
 
 async fn read_credentials(
