@@ -1141,7 +1141,12 @@ impl<'a, 'b> Engine<'a, 'b> {
     /// Available, provisioned and externally provisioned hosts: reboots, operations, `online`,
     /// and one power-state poll per interval.
     fn steady_state(&mut self) -> Flow {
-        let reboots = self.active_reboots();
+        let mut reboots = self.active_reboots();
+        if self.spec().disable_power_off && !reboots.is_empty() {
+            self.restart_instead_of_reboot(&reboots)?;
+            // Nothing can hold such a host off: keyed reboots do not count.
+            reboots.clear();
+        }
         let want_on = self.spec().online && reboots.is_empty();
         let is_on = self.st.powered_on;
         if !reboots.is_empty() {
@@ -1236,6 +1241,36 @@ impl<'a, 'b> Engine<'a, 'b> {
                     self.requeue(self.poll_interval())
                 }
             }
+            Outcome::Failed(e) => self.fail_with(ErrorType::PowerManagement, &e),
+            _ => self.unexpected(),
+        }
+    }
+
+    /// A host with `disablePowerOff` is never switched off: the bare reboot annotation becomes
+    /// one restart, then goes.
+    fn restart_instead_of_reboot(&mut self, reboots: &[(String, bool)]) -> Flow {
+        if !reboots.iter().any(|(k, _)| k == ann::REBOOT) {
+            return Ok(());
+        }
+        let op = if reboots.iter().any(|(_, hard)| *hard) {
+            Operation::ForceRestart
+        } else {
+            Operation::GracefulRestart
+        };
+        match self.call(Call::Operation(op))? {
+            Outcome::Done => {
+                self.clear_error();
+                self.remove_annotation(ann::REBOOT);
+                self.event(
+                    "Rebooted",
+                    format!(
+                        "{} issued (disablePowerOff: never powered off)",
+                        op.as_str()
+                    ),
+                );
+                self.requeue(self.poll_interval())
+            }
+            Outcome::Waiting { requeue_after, .. } => self.waiting(requeue_after),
             Outcome::Failed(e) => self.fail_with(ErrorType::PowerManagement, &e),
             _ => self.unexpected(),
         }

@@ -1072,6 +1072,25 @@ fn annotations() {
             },
         ),
         case(
+            "disablePowerOff: a bare reboot is one restart, then removed",
+            with(fx(S::Provisioned), |f| f.spec.disable_power_off = true).ann(ann::REBOOT, ""),
+            Some(Call::Operation(Operation::GracefulRestart)),
+            Some(Outcome::Done),
+            |d| {
+                assert!(removes(d, ann::REBOOT));
+                assert!(has_event(d, "Rebooted"));
+                assert!(d.status.is_none() || st(d).powered_on);
+            },
+        ),
+        case(
+            "disablePowerOff: keyed reboots never hold the host off",
+            with(fx(S::Provisioned), |f| f.spec.disable_power_off = true)
+                .ann("reboot.metal3.io/x", r#"{"mode":"hard"}"#),
+            None,
+            None,
+            |d| assert!(d.status.is_none() && d.remove_annotations.is_empty()),
+        ),
+        case(
             "reboot outside provisioned does not count without force",
             fx(S::Available).ann(ann::REBOOT, ""),
             None,
