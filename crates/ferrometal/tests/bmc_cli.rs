@@ -206,7 +206,7 @@ async fn the_password_never_leaks() {
     let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = silent.local_addr().unwrap().port();
     let address = format!("ipmi://127.0.0.1:{port}");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
+    let child = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
         .args([
             "bmc",
             "--address",

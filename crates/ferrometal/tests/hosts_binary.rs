@@ -153,7 +153,6 @@ async fn serve_survives_sigkill_mid_provisioning_without_repeating_destructive_a
     }
     s.kill();
     assert!(killed_midway, "the kill must land mid-provisioning");
-    let during_kill: Vec<usize> = (0..HOSTS).map(|i| emu.state(i).actions.len()).collect();
 
     let s = serve(dir.path(), port, &flags);
     wait_all(&s, HOSTS, "provisioned");
@@ -179,7 +178,6 @@ async fn serve_survives_sigkill_mid_provisioning_without_repeating_destructive_a
             "no power-off on {i}: {:?}",
             bmc.actions
         );
-        assert!(bmc.actions.len() >= during_kill[i]);
     }
 }
 

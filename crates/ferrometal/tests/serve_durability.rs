@@ -29,7 +29,7 @@ fn cm(name: &str, value: u64) -> ConfigMap {
     c
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Acked {
     created: Vec<String>,
     counter: u64,
@@ -95,7 +95,8 @@ async fn acknowledged_writes_survive_sigkill() {
         let list = api.list(&ListParams::default()).await.unwrap();
         let present: std::collections::HashSet<String> =
             list.items.iter().map(|c| c.name_any()).collect();
-        let a = acked.lock().unwrap();
+        // A snapshot: the lock must not be held across the awaits below.
+        let a = acked.lock().unwrap().clone();
         assert!(
             !a.created.is_empty(),
             "round {round}: some writes were acknowledged"
