@@ -1,7 +1,30 @@
 //! Reconcilers for BareMetalHost and HardwareData.
 //!
 //! [`run`] starts the host controller against any Kubernetes API (the embedded server or a
-//! cluster). The state machine itself is the pure [`host::decide::decide`].
+//! cluster) and returns once its shutdown future resolves:
+//!
+//! ```no_run
+//! # async fn demo(client: kube::Client) -> anyhow::Result<()> {
+//! use std::sync::Arc;
+//! use ferrometal_provisioner::fixture::FixtureProvisioner;
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! let controller = tokio::spawn(ferrometal_controller::run(
+//!     client,
+//!     Arc::new(FixtureProvisioner::new()),
+//!     ferrometal_controller::ControllerConfig::default(),
+//!     async move { let _ = stopped.await; },
+//! ));
+//! // ... later
+//! let _ = stop.send(());
+//! controller.await??;
+//! # Ok(()) }
+//! ```
+//!
+//! The layout follows the reconcile: [`host::reconcile`] reads the host and its credentials
+//! Secret, asks the pure state machine [`host::decide::decide`] what to do, makes at most one
+//! BMC call through the [`ferrometal_provisioner::Provisioner`], and writes back only what
+//! changed (status merge patch, annotation removals, finalizer, Events, HardwareData).
+//! [`metrics_text`] renders the Prometheus metrics for a `/metrics` endpoint.
 
 pub mod config;
 pub mod context;
