@@ -1,0 +1,249 @@
+//! The ironic backend against a real standalone Ironic (PyPI) driving sushy-tools with its
+//! redfish driver. Outcomes are checked on sushy-tools and in Ironic, not only in the answers.
+
+#[path = "../../bmc/tests/common/mod.rs"]
+mod common;
+mod ironic_common;
+
+use std::time::Duration;
+
+use common::{FileServer, SUSHY_SYSTEM_0, Sushy};
+use ferrometal_api::{AutomatedCleaningMode, Image, ImageFormat, InspectionMode};
+use ferrometal_bmc::{BmcAddress, Credentials, PowerState};
+use ferrometal_provisioner::ironic::{IronicOptions, IronicProvisioner};
+use ferrometal_provisioner::{Deployment, ErrorKind, HostInfo, Provisioner, Step};
+use ironic_common::Ironic;
+
+const SYSTEM_1: &str = "00000000-0000-4000-8000-000000000001";
+
+fn provisioner(ironic: &Ironic) -> IronicProvisioner {
+    let mut o = IronicOptions::new(ironic.endpoint());
+    o.poll_interval = Duration::from_millis(200);
+    o.cache_ttl = Duration::from_millis(100);
+    IronicProvisioner::new(o)
+}
+
+fn host(sushy: &Sushy, name: &str, uuid: &str, password: &str) -> HostInfo {
+    let address = sushy
+        .address(uuid)
+        .replace("redfish+http", "redfish-virtualmedia+http");
+    HostInfo {
+        key: format!("ns~{name}"),
+        provisioner_id: String::new(),
+        bmc: BmcAddress::parse(&address).unwrap(),
+        credentials: Credentials::new("admin", password),
+        disable_certificate_verification: false,
+        boot_mac_address: None,
+        boot_mode: None,
+        inspection_mode: InspectionMode::Disabled,
+        root_device_hints: None,
+        automated_cleaning_mode: AutomatedCleaningMode::Disabled,
+        disable_power_off: false,
+    }
+}
+
+fn live_iso(url: &str) -> Deployment {
+    Deployment {
+        image: Some(Image {
+            url: url.into(),
+            checksum: None,
+            checksum_type: None,
+            format: Some(ImageFormat::LiveIso),
+        }),
+        ..Deployment::default()
+    }
+}
+
+/// Calls until `Done`; any error fails the test. Bounded, never timed.
+macro_rules! done {
+    ($what:expr, $call:expr) => {{
+        let mut rounds = 0;
+        loop {
+            match $call.await {
+                Ok(Step::Done(v)) => break v,
+                Ok(Step::Waiting { .. }) => {}
+                Err(e) => panic!("{}: {e:?}", $what),
+            }
+            rounds += 1;
+            assert!(rounds < 900, "{} never finished", $what);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }};
+}
+
+/// Requests sushy-tools received that change something (power, media, boot).
+fn changes(sushy: &Sushy) -> Vec<String> {
+    std::fs::read_to_string(sushy.dir.path().join("sushy.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("POST ") || l.contains("PATCH "))
+        .map(String::from)
+        .collect()
+}
+
+fn count(lines: &[String], what: &str) -> usize {
+    lines.iter().filter(|l| l.contains(what)).count()
+}
+
+async fn to_available(p: &IronicProvisioner, h: &HostInfo) {
+    let reg = done!("register", p.register(h, false));
+    assert!(!reg.provisioner_id.is_empty());
+    assert_eq!(reg.power, PowerState::Off);
+    assert_eq!(done!("inspect", p.inspect(h, false)), None);
+    done!("prepare", p.prepare(h));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redfish_lifecycle_with_a_live_iso() {
+    let sushy = Sushy::start(2, "admin:password");
+    let files = FileServer::start();
+    let ironic = Ironic::start();
+    let p = provisioner(&ironic);
+    assert!(p.is_ready().await);
+    let h = host(&sushy, "node", SUSHY_SYSTEM_0, "password");
+
+    to_available(&p, &h).await;
+    assert_eq!(ironic.state("ns~node").as_deref(), Some("available"));
+    assert!(p.has_capacity(0).await);
+
+    let url = files.url("live.iso");
+    done!("provision", p.provision(&h, &live_iso(&url)));
+    assert_eq!(ironic.state("ns~node").as_deref(), Some("active"));
+    let cd = sushy.virtual_cd(SUSHY_SYSTEM_0);
+    assert_eq!(cd["Inserted"], true);
+    assert_eq!(cd["Image"], url.as_str());
+    assert_eq!(sushy.system(SUSHY_SYSTEM_0)["PowerState"], "On");
+    assert_eq!(p.power_state(&h).await.unwrap(), PowerState::On);
+
+    done!("deprovision", p.deprovision(&h));
+    assert_eq!(ironic.state("ns~node").as_deref(), Some("available"));
+    assert_eq!(sushy.virtual_cd(SUSHY_SYSTEM_0)["Inserted"], false);
+    assert_eq!(sushy.system(SUSHY_SYSTEM_0)["PowerState"], "Off");
+
+    done!("delete", p.delete(&h));
+    assert!(ironic.node("ns~node").is_none());
+    // Deleting what is gone is fine.
+    done!("delete again", p.delete(&h));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_systems_fail_inspection_with_a_clear_error_and_bad_credentials_are_named() {
+    let sushy = Sushy::start(2, "admin:password");
+    let ironic = Ironic::start();
+    let p = provisioner(&ironic);
+
+    // Wrong password: verification fails as a credentials error, without the password in it.
+    let wrong = host(&sushy, "creds", SYSTEM_1, "not-the-password");
+    let err = loop {
+        match p.register(&wrong, false).await {
+            Err(e) => break e,
+            Ok(Step::Waiting { .. }) => tokio::time::sleep(Duration::from_millis(200)).await,
+            Ok(Step::Done(r)) => panic!("registered with a wrong password: {r:?}"),
+        }
+    };
+    assert_eq!(err.kind, ErrorKind::Credentials, "{err}");
+    assert!(!err.message.contains("not-the-password"), "{err}");
+    // The Secret is fixed: driver_info is updated and registration goes through.
+    let fixed = host(&sushy, "creds", SYSTEM_1, "password");
+    done!("register with fixed credentials", p.register(&fixed, true));
+    assert_eq!(ironic.state("ns~creds").as_deref(), Some("manageable"));
+
+    let mut inspected = fixed.clone();
+    inspected.inspection_mode = InspectionMode::Fast;
+    let err = loop {
+        match p.inspect(&inspected, false).await {
+            Err(e) => break e,
+            Ok(Step::Waiting { .. }) => tokio::time::sleep(Duration::from_millis(200)).await,
+            Ok(Step::Done(d)) => panic!("inspection of a system without processors: {d:?}"),
+        }
+    };
+    assert!(err.message.contains("Processors"), "{err}");
+    assert!(err.message.starts_with("inspection failed"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detach_leaves_the_machine_alone_and_reattach_adopts_without_deploying() {
+    let sushy = Sushy::start(1, "admin:password");
+    let files = FileServer::start();
+    let ironic = Ironic::start();
+    let p = provisioner(&ironic);
+    let h = host(&sushy, "node", SUSHY_SYSTEM_0, "password");
+    to_available(&p, &h).await;
+    let deployment = live_iso(&files.url("live.iso"));
+    done!("provision", p.provision(&h, &deployment));
+    let before = changes(&sushy);
+    assert_eq!(count(&before, "InsertMedia"), 1, "{before:#?}");
+
+    done!("detach", p.detach(&h));
+    assert!(ironic.node("ns~node").is_none());
+    assert_eq!(changes(&sushy), before, "detach changed the machine");
+    assert_eq!(sushy.system(SUSHY_SYSTEM_0)["PowerState"], "On");
+    assert_eq!(sushy.virtual_cd(SUSHY_SYSTEM_0)["Inserted"], true);
+
+    // Re-attach: registered again, then adopted as active.
+    let reg = done!("register again", p.register(&h, false));
+    assert_eq!(reg.power, PowerState::On);
+    done!("adopt", p.adopt(&h, &deployment));
+    let node = ironic.node("ns~node").unwrap();
+    assert_eq!(node["provision_state"], "active");
+    assert_eq!(
+        node["instance_info"]["boot_iso"],
+        files.url("live.iso").as_str()
+    );
+    assert_eq!(changes(&sushy), before, "adoption changed the machine");
+    assert_eq!(sushy.system(SUSHY_SYSTEM_0)["PowerState"], "On");
+    // Provisioning the same image again is already done: nothing is deployed.
+    done!("provision after adoption", p.provision(&h, &deployment));
+    assert_eq!(changes(&sushy), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_host_recovers_when_ironic_loses_its_database() {
+    let sushy = Sushy::start(2, "admin:password");
+    let files = FileServer::start();
+    let ironic = Ironic::start();
+    let p = provisioner(&ironic);
+    let ready = host(&sushy, "ready", SYSTEM_1, "password");
+    let deployed = host(&sushy, "deployed", SUSHY_SYSTEM_0, "password");
+    to_available(&p, &ready).await;
+    to_available(&p, &deployed).await;
+    done!(
+        "provision",
+        p.provision(&deployed, &live_iso(&files.url("live.iso")))
+    );
+    let before = changes(&sushy);
+
+    ironic.restart_with_empty_database();
+    assert!(ironic.node("ns~ready").is_none());
+    assert!(p.is_ready().await);
+
+    // Steady-state polling alone brings both back: the available host re-registered and made
+    // available, the provisioned one adopted.
+    let mut rounds = 0;
+    loop {
+        p.power_state(&ready).await.unwrap();
+        p.power_state(&deployed).await.unwrap();
+        if ironic.state("ns~ready").as_deref() == Some("available")
+            && ironic.state("ns~deployed").as_deref() == Some("active")
+        {
+            break;
+        }
+        rounds += 1;
+        assert!(
+            rounds < 600,
+            "hosts never recovered: {:?} {:?}",
+            ironic.state("ns~ready"),
+            ironic.state("ns~deployed")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(p.power_state(&ready).await.unwrap(), PowerState::Off);
+    assert_eq!(p.power_state(&deployed).await.unwrap(), PowerState::On);
+    assert_eq!(
+        count(&changes(&sushy), "InsertMedia"),
+        count(&before, "InsertMedia"),
+        "the provisioned host was deployed again"
+    );
+    assert_eq!(sushy.system(SUSHY_SYSTEM_0)["PowerState"], "On");
+    assert_eq!(sushy.system(SYSTEM_1)["PowerState"], "Off");
+}
