@@ -18,6 +18,8 @@ use tokio::sync::{Mutex, Notify, oneshot, watch};
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const REVISION: &str = "revision";
+/// Bound on the object JSON the watch history holds on to, whatever the event count limit.
+const HISTORY_MAX_BYTES: usize = 32 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -71,6 +73,43 @@ impl EventType {
     }
 }
 
+/// What the history keeps of one object version: its JSON (shared with the current object
+/// while it is current) and the little metadata watch filters look at. Not the parsed value:
+/// history must stay cheap however large objects are.
+#[derive(Debug, Clone)]
+pub struct Version {
+    pub rev: u64,
+    pub json: Bytes,
+    /// `{"apiVersion", "metadata": {"name", "namespace", "labels"}}`.
+    pub meta: Value,
+}
+
+impl Version {
+    pub fn of(s: &Stored) -> Version {
+        let mut metadata = serde_json::Map::new();
+        for k in ["name", "namespace", "labels"] {
+            if let Some(v) = s.value.pointer(&format!("/metadata/{k}")) {
+                metadata.insert(k.into(), v.clone());
+            }
+        }
+        let mut meta = serde_json::Map::new();
+        meta.insert("metadata".into(), Value::Object(metadata));
+        if let Some(av) = s.value.get("apiVersion") {
+            meta.insert("apiVersion".into(), av.clone());
+        }
+        Version {
+            rev: s.rev,
+            json: s.json.clone(),
+            meta: Value::Object(meta),
+        }
+    }
+
+    /// The whole object, parsed again from its JSON.
+    pub fn full(&self) -> Value {
+        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
+    }
+}
+
 /// A change to one object, kept in the history for watches.
 #[derive(Debug)]
 pub struct Event {
@@ -81,9 +120,9 @@ pub struct Event {
     pub name: String,
     /// The object after the change; for deletions, the last state stamped with the deletion
     /// revision.
-    pub obj: Arc<Stored>,
+    pub obj: Version,
     /// The object before the change, if it existed (watch filters need both sides).
-    pub prev: Option<Arc<Stored>>,
+    pub prev: Option<Version>,
 }
 
 /// A change to make in one transaction.
@@ -110,6 +149,8 @@ pub struct State {
     rev: u64,
     objects: HashMap<String, Objects>,
     history: VecDeque<Arc<Event>>,
+    /// JSON bytes referenced by `history` (shared with current objects or not).
+    history_bytes: usize,
     /// Every event with a revision above this one is still in `history`.
     compacted: u64,
 }
@@ -280,7 +321,11 @@ impl Store {
     /// Opens (or creates) the database at `path`, loads every object into memory and starts
     /// the committer task (so it must be called inside a Tokio runtime).
     pub fn open(path: &Path, history_limit: usize) -> Result<Store, StoreError> {
-        let db = Database::create(path).map_err(db_err)?;
+        // Reads are served from memory, so redb's page cache only needs to cover writes.
+        let db = Database::builder()
+            .set_cache_size(8 << 20)
+            .create(path)
+            .map_err(db_err)?;
         let mut state = State::default();
         {
             let tx = db.begin_write().map_err(db_err)?;
@@ -452,7 +497,9 @@ impl Store {
     pub fn compact(&self, rev: u64) {
         let mut s = self.inner.state.write().expect("store lock");
         while s.history.front().is_some_and(|e| e.obj.rev <= rev) {
-            s.history.pop_front();
+            if let Some(e) = s.history.pop_front() {
+                s.history_bytes -= e.obj.json.len();
+            }
         }
         s.compacted = s.compacted.max(rev.min(s.rev));
     }
@@ -635,20 +682,23 @@ fn publish(inner: &Inner, batch: Vec<Pending>, last: u64) {
             } else {
                 map.insert(key, p.stored.clone())
             };
+            s.history_bytes += p.stored.json.len();
             s.history.push_back(Arc::new(Event {
                 kind: p.kind,
                 resource: p.resource,
                 namespace: p.namespace,
                 name: p.name,
-                obj: p.stored,
-                prev,
+                obj: Version::of(&p.stored),
+                prev: prev.as_deref().map(Version::of),
             }));
         }
         s.rev = last;
-        while s.history.len() > inner.history_limit {
-            if let Some(e) = s.history.pop_front() {
-                s.compacted = e.obj.rev;
-            }
+        while s.history.len() > inner.history_limit || s.history_bytes > HISTORY_MAX_BYTES {
+            let Some(e) = s.history.pop_front() else {
+                break;
+            };
+            s.history_bytes -= e.obj.json.len();
+            s.compacted = e.obj.rev;
         }
     }
     inner.rev_tx.send_replace(last);

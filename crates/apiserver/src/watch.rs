@@ -15,7 +15,7 @@ use crate::handlers::{self, Query, Render, ResPath};
 use crate::registry::Resource;
 use crate::server::Core;
 use crate::status::ApiError;
-use crate::store::{EventType, Stored};
+use crate::store::{EventType, Stored, Version};
 
 /// Idle time between bookmarks; kube-apiserver sends them about once a minute.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
@@ -23,6 +23,8 @@ const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 
 struct Filter {
+    /// Whether name, namespace and labels are all the selectors look at.
+    meta_only: bool,
     namespace: Option<String>,
     name: Option<String>,
     labels: LabelSelector,
@@ -30,6 +32,16 @@ struct Filter {
 }
 
 impl Filter {
+    /// Matches a history version, parsing the whole object only for field selectors on
+    /// fields other than name and namespace.
+    fn matches_version(&self, v: &Version) -> bool {
+        if self.meta_only {
+            self.matches(&v.meta)
+        } else {
+            self.matches(&v.full())
+        }
+    }
+
     fn matches(&self, v: &Value) -> bool {
         if let Some(ns) = &self.namespace
             && v.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns)
@@ -52,24 +64,25 @@ struct Encoder {
 }
 
 impl Encoder {
-    fn event(&mut self, kind: &str, obj: &Stored) -> Bytes {
+    fn event(&mut self, kind: &str, obj: &Version) -> Bytes {
+        let plain = !crate::convert::converts(&self.res)
+            && obj.meta.get("apiVersion").and_then(Value::as_str)
+                == Some(self.res.api_version().as_str());
         let object = match self.render {
-            Render::Full => {
-                // Splice the stored JSON in when no relabelling is needed.
-                if let std::borrow::Cow::Borrowed(_) = handlers::versioned(&self.res, obj) {
-                    let mut out = Vec::with_capacity(obj.json.len() + 32);
-                    out.extend_from_slice(b"{\"type\":\"");
-                    out.extend_from_slice(kind.as_bytes());
-                    out.extend_from_slice(b"\",\"object\":");
-                    out.extend_from_slice(&obj.json);
-                    out.extend_from_slice(b"}\n");
-                    return out.into();
-                }
-                handlers::versioned(&self.res, obj).into_owned()
+            // The stored JSON is spliced in as is when no relabelling is needed.
+            Render::Full if plain => {
+                let mut out = Vec::with_capacity(obj.json.len() + 32);
+                out.extend_from_slice(b"{\"type\":\"");
+                out.extend_from_slice(kind.as_bytes());
+                out.extend_from_slice(b"\",\"object\":");
+                out.extend_from_slice(&obj.json);
+                out.extend_from_slice(b"}\n");
+                return out.into();
             }
-            Render::Metadata => handlers::partial_metadata(&obj.value),
+            Render::Full => crate::convert::from_storage(&self.res, &obj.full()),
+            Render::Metadata => handlers::partial_metadata(&obj.full()),
             Render::Table(inc) => {
-                let v = handlers::versioned(&self.res, obj).into_owned();
+                let v = crate::convert::from_storage(&self.res, &obj.full());
                 let mut t = handlers::make_table(
                     &self.res,
                     &[v],
@@ -137,7 +150,12 @@ pub fn serve(
     render: Render,
 ) -> Result<Response, ApiError> {
     let (labels, fields) = handlers::selectors(q)?;
+    let meta_only = fields
+        .fields()
+        .iter()
+        .all(|f| f == "metadata.name" || f == "metadata.namespace");
     let filter = Filter {
+        meta_only,
         namespace: p.namespace.clone(),
         name: p
             .name
@@ -186,7 +204,11 @@ pub fn serve(
                     (s.revision(), objs)
                 });
                 for o in objs {
-                    if tx.send(Ok(enc.event("ADDED", &o))).await.is_err() {
+                    if tx
+                        .send(Ok(enc.event("ADDED", &Version::of(&o))))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -212,7 +234,7 @@ pub fn serve(
             let mut sent = false;
             for ev in batch {
                 cursor = cursor.max(ev.obj.rev);
-                let now_matches = filter.matches(&ev.obj.value);
+                let now_matches = filter.matches_version(&ev.obj);
                 let kind = match ev.kind {
                     EventType::Deleted if now_matches => Some("DELETED"),
                     EventType::Deleted => None,
@@ -271,6 +293,6 @@ pub fn serve(
     Ok(resp)
 }
 
-fn core_prev_matches(prev: &Option<Arc<Stored>>, filter: &Filter) -> bool {
-    prev.as_ref().is_some_and(|p| filter.matches(&p.value))
+fn core_prev_matches(prev: &Option<Version>, filter: &Filter) -> bool {
+    prev.as_ref().is_some_and(|p| filter.matches_version(p))
 }

@@ -838,3 +838,65 @@ async fn deleting_a_crd_removes_its_objects_and_endpoint() {
             .is_empty()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_selector_watch_sees_objects_enter_and_leave() {
+    let dir = tempfile::tempdir().unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(api.client());
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = cms
+        .watch(
+            &kube::api::WatchParams::default()
+                .labels("tier=a")
+                .timeout(10),
+            &rv,
+        )
+        .await
+        .unwrap()
+        .boxed();
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("moving".into());
+    cm.metadata.labels = Some(BTreeMap::from([("tier".into(), "a".into())]));
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let mut other = ConfigMap::default();
+    other.metadata.name = Some("never".into());
+    cms.create(&PostParams::default(), &other).await.unwrap();
+    for tier in ["b", "a"] {
+        cms.patch(
+            "moving",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"tier": tier}}})),
+        )
+        .await
+        .unwrap();
+    }
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let ev = tokio::time::timeout(Duration::from_secs(20), stream.try_next())
+            .await
+            .unwrap()
+            .unwrap();
+        match ev {
+            Some(kube::api::WatchEvent::Added(c)) => seen.push(format!("ADDED {}", c.name_any())),
+            Some(kube::api::WatchEvent::Modified(c)) => {
+                seen.push(format!("MODIFIED {}", c.name_any()))
+            }
+            Some(kube::api::WatchEvent::Deleted(c)) => {
+                seen.push(format!("DELETED {}", c.name_any()))
+            }
+            Some(other) => panic!("unexpected {other:?}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["ADDED moving", "DELETED moving", "ADDED moving"]);
+}
