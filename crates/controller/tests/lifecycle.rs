@@ -377,3 +377,53 @@ async fn label_selector_shards_hosts() {
     assert!(h.get("theirs").await.status.is_none());
     assert!(h.fixture.calls().iter().all(|(k, _)| k != &key("theirs")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provisioner_not_ready_waits_then_proceeds() {
+    let fixture = FixtureProvisioner::new();
+    fixture.set_ready(false);
+    let h = Harness::start(fixture).await;
+    h.secret("bmc", GOOD_PASSWORD).await;
+    h.create("early", h.spec("bmc"), &[]).await;
+    // Retried while not ready (every 100 ms here), without touching the BMC.
+    h.until("retries while not ready", || {
+        h.checked
+            .readiness_checks
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 3
+    })
+    .await;
+    assert!(h.fixture.calls().is_empty());
+    assert!(h.get("early").await.status.is_none());
+    h.fixture.set_ready(true);
+    h.wait("early", "available", |h| h.state() == S::Available)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_provisioned_host_deprovisions_and_powers_off_first() {
+    let h = Harness::start(FixtureProvisioner::new()).await;
+    h.available_host("gone").await;
+    h.patch_spec(
+        "gone",
+        json!({"image": {"url": "http://images/live.iso", "format": "live-iso"}}),
+    )
+    .await;
+    h.wait("gone", "provisioned", |h| h.state() == S::Provisioned)
+        .await;
+    h.delete("gone").await;
+    h.wait_gone("gone").await;
+    let k = key("gone");
+    let calls: Vec<_> = h
+        .fixture
+        .calls()
+        .into_iter()
+        .filter(|(kk, _)| kk == &k)
+        .map(|(_, m)| m)
+        .collect();
+    let last = |m: &str| calls.iter().rposition(|c| *c == m);
+    assert!(last("deprovision") < last("delete"), "{calls:?}");
+    assert_eq!(h.fixture.provisioned_image(&k), None);
+    assert_eq!(h.fixture.power(&k), Some(ferrometal_bmc::PowerState::Off));
+    assert!(!h.fixture.is_registered(&k));
+}

@@ -31,6 +31,8 @@ pub const GOOD_PASSWORD: &str = "right-password";
 pub struct Checked {
     pub fixture: Arc<FixtureProvisioner>,
     pub password: Mutex<String>,
+    /// `is_ready` calls so far.
+    pub readiness_checks: std::sync::atomic::AtomicUsize,
 }
 
 impl Checked {
@@ -52,6 +54,8 @@ impl Provisioner for Checked {
         "checked-fixture"
     }
     async fn is_ready(&self) -> bool {
+        self.readiness_checks
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.fixture.is_ready().await
     }
     async fn has_capacity(&self, busy: usize) -> bool {
@@ -150,6 +154,7 @@ impl Harness {
         let checked = Arc::new(Checked {
             fixture: fixture.clone(),
             password: Mutex::new(GOOD_PASSWORD.into()),
+            readiness_checks: Default::default(),
         });
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(ferrometal_controller::run(
