@@ -10,7 +10,10 @@ pub async fn publish(recorder: &Recorder, host: &BareMetalHost, events: &[HostEv
     if events.is_empty() {
         return;
     }
-    let reference = host.object_ref(&());
+    let mut reference = host.object_ref(&());
+    // Without the resourceVersion a repeated Event (a retry) folds into a series instead of
+    // piling up as new objects.
+    reference.resource_version = None;
     for e in events {
         let event = Event {
             type_: if e.warning {
