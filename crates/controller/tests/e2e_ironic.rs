@@ -3,10 +3,10 @@
 //! real standalone Ironic (PyPI) driving sushy-tools. Only the provisioner differs: the proof
 //! that the backend can be swapped.
 
-#[path = "../../bmc/tests/common/mod.rs"]
-mod peers;
 #[path = "../../provisioner/tests/ironic_common/mod.rs"]
 mod ironic_peer;
+#[path = "../../bmc/tests/common/mod.rs"]
+mod peers;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -230,10 +230,7 @@ async fn full_lifecycle_on_sushy_tools_through_ironic() {
     stack
         .wait("node", "provisioned", |h| state(h) == S::Provisioned)
         .await;
-    assert_eq!(
-        ironic.state("default~node").as_deref(),
-        Some("active")
-    );
+    assert_eq!(ironic.state("default~node").as_deref(), Some("active"));
     let cd = sushy.virtual_cd(peers::SUSHY_SYSTEM_0);
     assert_eq!(cd["Inserted"], true);
     assert_eq!(cd["Image"], url.as_str());
@@ -348,6 +345,10 @@ async fn detached_hosts_leave_ironic_untouched_and_come_back_adopted() {
         .unwrap();
     stack.wait_gone("node").await;
     assert!(ironic.node("default~node").is_none());
-    assert_eq!(changes(&sushy), before, "deleting a detached host touched it");
+    assert_eq!(
+        changes(&sushy),
+        before,
+        "deleting a detached host touched it"
+    );
     assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "On");
 }

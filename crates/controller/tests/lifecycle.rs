@@ -427,3 +427,50 @@ async fn deleting_a_provisioned_host_deprovisions_and_powers_off_first() {
     assert_eq!(h.fixture.power(&k), Some(ferrometal_bmc::PowerState::Off));
     assert!(!h.fixture.is_registered(&k));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_change_deprovisions_then_provisions_the_new_image() {
+    let h = Harness::start(FixtureProvisioner::new()).await;
+    h.available_host("swap").await;
+    h.patch_spec(
+        "swap",
+        json!({"image": {"url": "http://images/a.iso", "format": "live-iso"}}),
+    )
+    .await;
+    h.wait("swap", "provisioned with a", |h| {
+        h.state() == S::Provisioned
+    })
+    .await;
+    h.patch_spec(
+        "swap",
+        json!({"image": {"url": "http://images/b.iso", "format": "live-iso"}}),
+    )
+    .await;
+    let host = h
+        .wait("swap", "provisioned with b", |h| {
+            h.state() == S::Provisioned
+                && h.status
+                    .as_ref()
+                    .unwrap()
+                    .provisioning
+                    .image
+                    .as_ref()
+                    .unwrap()
+                    .url
+                    == "http://images/b.iso"
+        })
+        .await;
+    assert!(
+        host.status
+            .unwrap()
+            .operation_history
+            .deprovision
+            .end
+            .is_some()
+    );
+    assert_eq!(
+        h.fixture.provisioned_image(&key("swap")).as_deref(),
+        Some("http://images/b.iso")
+    );
+    assert!(h.has_event("swap", "DeprovisioningComplete").await);
+}
