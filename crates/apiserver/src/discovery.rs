@@ -1,9 +1,9 @@
 //! Discovery and OpenAPI documents: `/version`, `/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`,
 //! `/openapi/v2`, `/openapi/v3`.
 //!
-//! kubectl first asks `/api` and `/apis` for aggregated discovery (apidiscovery.k8s.io/v2); a
-//! plain `application/json` answer makes it fall back to the per-group-version documents, so
-//! only the plain forms are served.
+//! kubectl first asks `/api` and `/apis` for aggregated discovery (apidiscovery.k8s.io/v2),
+//! which answers everything in two requests; clients that do not ask get the plain
+//! `APIVersions`/`APIGroupList` and then fetch each group version.
 
 use std::sync::Arc;
 
@@ -41,7 +41,7 @@ const VERBS: &[&str] = &[
     "watch",
 ];
 
-pub fn serve(core: &Core, doc: Doc, _headers: &HeaderMap) -> Result<Response, ApiError> {
+pub fn serve(core: &Core, doc: Doc, headers: &HeaderMap) -> Result<Response, ApiError> {
     let snap = core.registry.snapshot();
     let ok = |v: Value| Ok(value_response(StatusCode::OK, &v));
     match doc {
@@ -76,6 +76,8 @@ pub fn serve(core: &Core, doc: Doc, _headers: &HeaderMap) -> Result<Response, Ap
             "compiler": "rustc",
             "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
         })),
+        Doc::Api if wants_aggregated(headers) => Ok(aggregated(&snap, true)),
+        Doc::Apis if wants_aggregated(headers) => Ok(aggregated(&snap, false)),
         Doc::Api => ok(json!({
             "kind": "APIVersions",
             "versions": ["v1"],
@@ -162,6 +164,80 @@ fn add_write_params(doc: &mut Value) {
             }
         }
     }
+}
+
+const AGGREGATED: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether the client's first choice is aggregated discovery v2.
+fn wants_aggregated(headers: &HeaderMap) -> bool {
+    let accept = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    accept.split(',').next().is_some_and(|first| {
+        let params: Vec<&str> = first.split(';').map(str::trim).collect();
+        params.contains(&"g=apidiscovery.k8s.io")
+            && params.contains(&"v=v2")
+            && params.contains(&"as=APIGroupDiscoveryList")
+    })
+}
+
+/// The APIGroupDiscoveryList for the core group (`/api`) or all named groups (`/apis`).
+fn aggregated(snap: &Snapshot, core: bool) -> Response {
+    let mut items = Vec::new();
+    for (g, versions) in snap.group_versions() {
+        if g.is_empty() != core {
+            continue;
+        }
+        let versions: Vec<Value> = versions
+            .iter()
+            .map(|v| {
+                let resources: Vec<Value> = snap
+                    .resources
+                    .iter()
+                    .filter(|r| r.group == g && r.version == *v)
+                    .map(|r| {
+                        let kind = json!({"group": g, "version": v, "kind": r.kind});
+                        let mut entry = json!({
+                            "resource": r.plural,
+                            "responseKind": kind,
+                            "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+                            "singularResource": r.singular,
+                            "verbs": VERBS,
+                        });
+                        if !r.short_names.is_empty() {
+                            entry["shortNames"] = json!(r.short_names);
+                        }
+                        if !r.categories.is_empty() {
+                            entry["categories"] = json!(r.categories);
+                        }
+                        if r.status_subresource {
+                            entry["subresources"] = json!([{
+                                "subresource": "status",
+                                "responseKind": kind,
+                                "verbs": ["get", "patch", "update"],
+                            }]);
+                        }
+                        entry
+                    })
+                    .collect();
+                json!({"version": v, "resources": resources, "freshness": "Current"})
+            })
+            .collect();
+        items.push(json!({"metadata": {"name": g}, "versions": versions}));
+    }
+    let body = json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    });
+    let mut resp = value_response(StatusCode::OK, &body);
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(AGGREGATED),
+    );
+    resp
 }
 
 fn group_json(g: &str, versions: &[String]) -> Value {

@@ -234,6 +234,36 @@ async fn discovery_documents() {
     assert!(w["verbs"].as_array().unwrap().contains(&json!("watch")));
     assert_eq!(ex["resources"][1]["name"], "widgets/status");
 
+    // Aggregated discovery, as kubectl asks first.
+    let mut s = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let req = format!(
+        "GET /apis HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {t}\r\nAccept: application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.to_ascii_lowercase().contains(
+            "content-type: application/json;g=apidiscovery.k8s.io;v=v2;as=apigroupdiscoverylist"
+        ),
+        "{head}"
+    );
+    let agg = parse(body);
+    assert_eq!(agg["kind"], "APIGroupDiscoveryList");
+    let example = agg["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == "example.com")
+        .expect("example.com group");
+    let r = &example["versions"][0]["resources"][0];
+    assert_eq!(r["resource"], "widgets");
+    assert_eq!(r["scope"], "Namespaced");
+    assert_eq!(r["responseKind"]["kind"], "Widget");
+    assert_eq!(r["subresources"][0]["subresource"], "status");
+
     let index = get("/openapi/v3").await;
     assert!(
         index["paths"]["apis/example.com/v1"]["serverRelativeURL"].is_string(),
