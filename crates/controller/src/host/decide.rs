@@ -1387,7 +1387,7 @@ pub fn update_conditions(st: &mut BareMetalHostStatus, generation: Option<i64>, 
     );
 }
 
-/// The condition helper must not move `lastTransitionTime` unless the status flips.
+/// The condition of type `type_`, if set.
 pub fn condition<'c>(conditions: &'c [Condition], type_: &str) -> Option<&'c Condition> {
     conditions.iter().find(|c| c.type_ == type_)
 }
