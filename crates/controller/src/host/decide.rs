@@ -4,8 +4,10 @@
 //!
 //! A reconcile runs [`decide`] once without an outcome. If the decision names a [`Call`], the
 //! reconciler makes exactly that call and runs [`decide`] again with the outcome in
-//! [`Input::last`]; the second decision is the one applied. Everything here is deterministic
-//! (time and jitter come in through the input), so it is tested table-driven without a server.
+//! [`Input::last`]; the second decision is the one applied. A decision that asks to run again at
+//! once (a state change) may be folded by the reconciler into the next one in the same
+//! reconcile, as long as no second BMC call is needed. Everything here is deterministic (time
+//! and jitter come in through the input), so it is tested table-driven without a server.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
