@@ -4,6 +4,29 @@
 //! ConfigMap, Event, Lease, CustomResourceDefinition). Start it with [`ApiServer::open`], then
 //! either [`ApiServer::serve`] a listener for kubectl and other clients, or hand
 //! [`ApiServer::client`] to code in the same process.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use ferrometal_apiserver::{ApiServer, ServerConfig};
+//!
+//! let server = Arc::new(ApiServer::open(ServerConfig::new("ferrometal-data")).await?);
+//! // In-process transport: no socket, no token; hand it to controllers.
+//! let client: kube::Client = server.client();
+//! // Network clients: kubectl, kube-rs, Python, with DATA_DIR/kubeconfig.
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:6443").await?;
+//! server.write_kubeconfig(&server.url_for(listener.local_addr()?))?;
+//! let serving = tokio::spawn({
+//!     let server = server.clone();
+//!     async move { server.serve(listener).await }
+//! });
+//! // ... on SIGTERM:
+//! server.shutdown().await; // ends watches, waits for queued writes, closes the store
+//! serving.await??;
+//! # drop(client);
+//! # Ok(())
+//! # }
+//! ```
 
 mod auth;
 mod convert;

@@ -932,9 +932,6 @@ impl Core {
                 if opts.dry_run {
                     return Ok((Vec::new(), Reply::Current(old.clone())));
                 }
-                if ops.is_empty() {
-                    return Ok((ops, reply));
-                }
                 Ok((ops, reply))
             })
             .await?;
