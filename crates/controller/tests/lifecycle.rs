@@ -474,3 +474,33 @@ async fn image_change_deprovisions_then_provisions_the_new_image() {
     );
     assert!(h.has_event("swap", "DeprovisioningComplete").await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_user_data_secret_is_a_provisioning_error_until_created() {
+    let h = Harness::start(FixtureProvisioner::new()).await;
+    h.available_host("ud").await;
+    h.patch_spec(
+        "ud",
+        json!({
+            "image": {"url": "http://images/a.iso", "format": "live-iso"},
+            "userData": {"name": "ud-cloud-init"}
+        }),
+    )
+    .await;
+    let host = h
+        .wait("ud", "provisioning error", |h| {
+            h.status.as_ref().unwrap().error_type.is_some()
+        })
+        .await;
+    let msg = host.status.unwrap().error_message;
+    assert!(
+        msg.contains("spec.userData") && msg.contains("default/ud-cloud-init"),
+        "{msg}"
+    );
+    let mut s = k8s_openapi::api::core::v1::Secret::default();
+    s.metadata.name = Some("ud-cloud-init".into());
+    s.string_data = Some([("userData".to_string(), "#cloud-config\n".to_string())].into());
+    h.secrets.create(&Default::default(), &s).await.unwrap();
+    h.wait("ud", "provisioned", |h| h.state() == S::Provisioned)
+        .await;
+}
