@@ -504,3 +504,25 @@ async fn missing_user_data_secret_is_a_provisioning_error_until_created() {
     h.wait("ud", "provisioned", |h| h.state() == S::Provisioned)
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_bmc_scheme_is_a_registration_error_naming_the_field() {
+    let h = Harness::start(FixtureProvisioner::new()).await;
+    h.secret("bmc", GOOD_PASSWORD).await;
+    let mut spec = h.spec("bmc");
+    spec.bmc.as_mut().unwrap().address = "telnet://10.0.0.9".into();
+    h.create("odd", spec, &[]).await;
+    let host = h
+        .wait("odd", "registration error", |h| {
+            h.status.as_ref().is_some_and(|s| s.error_type.is_some())
+        })
+        .await;
+    let status = host.status.unwrap();
+    assert_eq!(status.provisioning.state, S::Registering);
+    assert!(
+        status.error_message.contains("spec.bmc.address"),
+        "{}",
+        status.error_message
+    );
+    assert!(h.fixture.calls().is_empty(), "nothing sent to a backend");
+}
