@@ -1,6 +1,7 @@
 //! Background garbage collection: dependents whose owners are all gone (by
-//! `ownerReferences` uid), and the contents of terminating namespaces and CRDs, after which
-//! those are removed too.
+//! `ownerReferences` uid) or being deleted in the foreground, the `foregroundDeletion`
+//! finalizer once an owner has no dependents left, and the contents of terminating namespaces
+//! and CRDs, after which those are removed too.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::meta::str_at;
-use crate::objects::DeleteOpts;
+use crate::objects::{DeleteOpts, PatchKind, WriteOpts};
 use crate::registry::{self, Snapshot};
 use crate::server::Core;
 
@@ -49,12 +50,42 @@ fn served(snap: &Snapshot, owner_ref: &Value) -> bool {
         .any(|r| Some(r.kind.as_str()) == kind && Some(r.api_version().as_str()) == av)
 }
 
-fn collect(core: &Core, snap: &Snapshot) -> Vec<Key> {
+pub const FOREGROUND: &str = "foregroundDeletion";
+
+enum Action {
+    Delete,
+    /// Drop the `foregroundDeletion` finalizer, keeping these.
+    Release(Vec<Value>),
+}
+
+fn owner_uids(v: &Value) -> impl Iterator<Item = &str> {
+    v.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("uid").and_then(Value::as_str))
+}
+
+fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
     core.store.read(|s| {
         let uids: HashSet<&str> = s
             .all()
             .filter_map(|(_, o)| str_at(&o.value, "/metadata/uid"))
             .collect();
+        // Owners deleted in the foreground count as gone for their dependents.
+        let foreground: HashSet<&str> = s
+            .all()
+            .filter(|(_, o)| {
+                o.value.pointer("/metadata/deletionTimestamp").is_some()
+                    && o.value
+                        .pointer("/metadata/finalizers")
+                        .and_then(Value::as_array)
+                        .is_some_and(|f| f.iter().any(|x| x == FOREGROUND))
+            })
+            .filter_map(|(_, o)| str_at(&o.value, "/metadata/uid"))
+            .collect();
+        let owners_with_dependents: HashSet<&str> =
+            s.all().flat_map(|(_, o)| owner_uids(&o.value)).collect();
         let terminating_ns: HashSet<&str> = s
             .list(registry::NAMESPACE_KEY, None, None)
             .filter(|o| o.value.pointer("/metadata/deletionTimestamp").is_some())
@@ -72,7 +103,16 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<Key> {
                 // Already being deleted; waiting for its finalizers. Terminating namespaces
                 // and CRDs are retried so they go once empty.
                 if resource == registry::NAMESPACE_KEY || resource == registry::CRD_KEY {
-                    out.push(key_of(resource, v));
+                    out.push((key_of(resource, v), Action::Delete));
+                }
+                let uid = str_at(v, "/metadata/uid").unwrap_or_default();
+                if foreground.contains(uid) && !owners_with_dependents.contains(uid) {
+                    let rest = v
+                        .pointer("/metadata/finalizers")
+                        .and_then(Value::as_array)
+                        .map(|f| f.iter().filter(|x| *x != FOREGROUND).cloned().collect())
+                        .unwrap_or_default();
+                    out.push((key_of(resource, v), Action::Release(rest)));
                 }
                 continue;
             }
@@ -89,15 +129,15 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<Key> {
                             served(snap, r)
                                 && r.get("uid")
                                     .and_then(Value::as_str)
-                                    .is_none_or(|u| !uids.contains(u))
+                                    .is_none_or(|u| !uids.contains(u) || foreground.contains(u))
                         })
                 });
             if (in_terminating || orphaned) && snap.by_key(resource).is_some() {
-                out.push(key_of(resource, v));
+                out.push((key_of(resource, v), Action::Delete));
             }
         }
         // Contents first, containers last.
-        out.sort_by_key(|(r, _, _)| r == registry::NAMESPACE_KEY || r == registry::CRD_KEY);
+        out.sort_by_key(|((r, _, _), _)| r == registry::NAMESPACE_KEY || r == registry::CRD_KEY);
         out
     })
 }
@@ -108,12 +148,24 @@ async fn sweep(core: &Core) {
         let snap = core.registry.snapshot();
         let victims = collect(core, &snap);
         let mut progressed = false;
-        for (resource, ns, name) in victims {
+        for ((resource, ns, name), action) in victims {
             let Some(res) = snap.by_key(&resource).cloned() else {
                 continue;
             };
             let before = core.store.revision();
-            match core.delete(&res, &ns, &name, &DeleteOpts::default()).await {
+            let result = match action {
+                Action::Delete => core.delete(&res, &ns, &name, &DeleteOpts::default()).await,
+                Action::Release(rest) => {
+                    let opts = WriteOpts {
+                        manager: "garbage-collector".into(),
+                        ..Default::default()
+                    };
+                    let patch = serde_json::json!({"metadata": {"finalizers": rest}});
+                    core.patch(&res, &ns, &name, PatchKind::Merge, patch, &opts)
+                        .await
+                }
+            };
+            match result {
                 Ok(_) => {
                     if core.store.revision() != before {
                         tracing::debug!(%resource, %ns, %name, "garbage collected");

@@ -31,6 +31,9 @@ pub struct WriteOpts {
 pub enum Reply {
     /// The object written by the first op.
     Written,
+    /// Like `Written`, and the write completed a deletion (the last finalizer went), which
+    /// the garbage collector may be waiting for.
+    Deleted,
     /// Nothing changed; the current object.
     Current(Arc<Stored>),
     /// Dry run: the object that would have been stored.
@@ -38,9 +41,12 @@ pub enum Reply {
 }
 
 impl Reply {
-    fn into_json(self, res: &Resource, results: &[Arc<Stored>]) -> bytes::Bytes {
+    fn into_json(self, core: &Core, res: &Resource, results: &[Arc<Stored>]) -> bytes::Bytes {
+        if matches!(self, Reply::Deleted) {
+            core.gc.notify_one();
+        }
         match self {
-            Reply::Written => crate::handlers::versioned_json(res, &results[0]),
+            Reply::Written | Reply::Deleted => crate::handlers::versioned_json(res, &results[0]),
             Reply::Current(s) => crate::handlers::versioned_json(res, &s),
             Reply::Dry(v) => {
                 let v = crate::convert::from_storage(res, &v);
@@ -588,7 +594,7 @@ impl Core {
             })
             .await?;
         self.after_write(res);
-        Ok(reply.into_json(res, &results))
+        Ok(reply.into_json(self, res, &results))
     }
 
     /// Turns a candidate full object (from PUT or a patch) into the ops of an update of `old`.
@@ -726,7 +732,7 @@ impl Core {
                 namespace: store_ns.into(),
                 name,
             });
-            return Ok((ops, Reply::Written));
+            return Ok((ops, Reply::Deleted));
         }
         Ok((
             vec![Op::Put {
@@ -758,7 +764,7 @@ impl Core {
             })
             .await?;
         self.after_write(res);
-        Ok(reply.into_json(res, &results))
+        Ok(reply.into_json(self, res, &results))
     }
 
     pub async fn patch(
@@ -844,7 +850,7 @@ impl Core {
         match outcome {
             Outcome::Updated => {
                 self.after_write(res);
-                Ok(reply.into_json(res, &results))
+                Ok(reply.into_json(self, res, &results))
             }
             Outcome::Create(obj) => {
                 let obj = self.prepare_create(res, ns, obj, opts, true)?;
@@ -897,12 +903,30 @@ impl Core {
                 if opts.propagation.as_deref() == Some("Orphan") {
                     ops.extend(orphan_dependents(s, uid));
                 }
-                let pending = finalizers(&old.value) > 0 || self.has_contents(s, res, &old.value);
+                // Foreground: the owner stays (with a finalizer the collector removes) until
+                // its dependents are gone.
+                let foreground = opts.propagation.as_deref() == Some("Foreground")
+                    && s.all().any(|(_, o)| {
+                        o.value
+                            .pointer("/metadata/ownerReferences")
+                            .and_then(Value::as_array)
+                            .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+                    });
+                let pending = foreground
+                    || finalizers(&old.value) > 0
+                    || self.has_contents(s, res, &old.value);
                 if pending {
                     if old.value.pointer("/metadata/deletionTimestamp").is_some() {
                         reply = Reply::Current(old.clone());
                     } else {
                         let mut v = old.value.clone();
+                        let m = meta_mut(&mut v);
+                        if foreground {
+                            let list = m.entry("finalizers").or_insert_with(|| json!([]));
+                            if let Some(list) = list.as_array_mut() {
+                                list.push(json!(crate::gc::FOREGROUND));
+                            }
+                        }
                         let m = meta_mut(&mut v);
                         m.insert("deletionTimestamp".into(), json!(meta::now()));
                         m.insert("deletionGracePeriodSeconds".into(), json!(0));
@@ -938,7 +962,7 @@ impl Core {
         self.after_write(res);
         // Contents of namespaces and CRDs, and dependents by ownerReferences, go in the background.
         self.gc.notify_one();
-        Ok(reply.into_json(res, &results))
+        Ok(reply.into_json(self, res, &results))
     }
 
     /// Namespaces and CRDs are only removed once what they contain is gone.

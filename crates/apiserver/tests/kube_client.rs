@@ -900,3 +900,74 @@ async fn label_selector_watch_sees_objects_enter_and_leave() {
     }
     assert_eq!(seen, ["ADDED moving", "DELETED moving", "ADDED moving"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_deletion_waits_for_dependents() {
+    let dir = tempfile::tempdir().unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(api.client());
+    let mut owner = ConfigMap::default();
+    owner.metadata.name = Some("fg-owner".into());
+    let owner = cms.create(&PostParams::default(), &owner).await.unwrap();
+    let mut dep = ConfigMap::default();
+    dep.metadata.name = Some("fg-dep".into());
+    // The dependent holds its own finalizer, so the owner must wait for it.
+    dep.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    dep.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "fg-owner".into(),
+            uid: owner.uid().unwrap(),
+            block_owner_deletion: Some(true),
+            ..Default::default()
+        },
+    ]);
+    cms.create(&PostParams::default(), &dep).await.unwrap();
+    cms.delete("fg-owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    let o = cms.get("fg-owner").await.unwrap();
+    assert!(o.metadata.deletion_timestamp.is_some());
+    assert_eq!(o.finalizers(), ["foregroundDeletion"]);
+    // The collector marks the dependent for deletion; the owner stays meanwhile.
+    let mut marked = false;
+    for _ in 0..200 {
+        if cms
+            .get("fg-dep")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+        {
+            marked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(marked, "dependent deleted by the collector");
+    assert!(
+        cms.get("fg-owner").await.is_ok(),
+        "owner waits for its dependent"
+    );
+    cms.patch(
+        "fg-dep",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let mut gone = false;
+    for _ in 0..200 {
+        if matches!(cms.get("fg-owner").await, Err(kube::Error::Api(e)) if e.code == 404) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "owner removed once its dependents are gone");
+}
