@@ -404,6 +404,20 @@ async fn server_side_apply_twice_conflict_and_force() {
         }
         other => panic!("expected an apply conflict, got {other:?}"),
     }
+    // Server-side apply of status through the subresource.
+    let st = widgets
+        .patch_status(
+            "applied",
+            &PatchParams::apply("status-writer").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "example.com/v1", "kind": "Widget",
+                "status": {"phase": "Applied"},
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(st.status.unwrap().phase.as_deref(), Some("Applied"));
+    assert_eq!(st.spec.size, 5, "status apply leaves spec alone");
     let forced = widgets
         .patch(
             "applied",
