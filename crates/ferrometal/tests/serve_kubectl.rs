@@ -498,4 +498,17 @@ fn insecure_no_auth_on_loopback_serves_plain_http() {
     assert!(!kubeconfig.contains("token"), "{kubeconfig}");
     let out = srv.ok(&["get", "namespace", "default", "-o", "name"]);
     assert_eq!(out.trim(), "namespace/default");
+
+    // SIGTERM: a clean exit.
+    let mut srv = srv;
+    let pid = srv.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = srv.child.wait().unwrap();
+    assert!(status.success(), "exit after SIGTERM: {status:?}");
 }
