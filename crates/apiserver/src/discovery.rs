@@ -30,6 +30,10 @@ pub enum Doc {
     OpenApiV3Gv(String, String),
 }
 
+fn verbs(r: &crate::registry::Resource) -> &'static [&'static str] {
+    if r.ephemeral { &["create"] } else { VERBS }
+}
+
 const VERBS: &[&str] = &[
     "create",
     "delete",
@@ -203,7 +207,7 @@ fn aggregated(snap: &Snapshot, core: bool) -> Response {
                             "responseKind": kind,
                             "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
                             "singularResource": r.singular,
-                            "verbs": VERBS,
+                            "verbs": verbs(r),
                         });
                         if !r.short_names.is_empty() {
                             entry["shortNames"] = json!(r.short_names);
@@ -264,7 +268,7 @@ fn resource_list(snap: &Snapshot, g: &str, v: &str) -> Option<Value> {
             "singularName": r.singular,
             "namespaced": r.namespaced,
             "kind": r.kind,
-            "verbs": VERBS,
+            "verbs": verbs(r),
         });
         if !r.short_names.is_empty() {
             entry["shortNames"] = json!(r.short_names);

@@ -273,6 +273,9 @@ async fn resource(
         Some("status") if res.status_subresource => {}
         Some(_) => return Err(ApiError::path_not_found()),
     }
+    if res.ephemeral {
+        return review(&res, method, headers, &body);
+    }
     let ns = p.namespace.clone().unwrap_or_default();
     let render = render_for(headers, q);
     let ct = content_type(headers);
@@ -332,6 +335,46 @@ async fn resource(
         }
         (m, _) => Err(ApiError::method_not_supported(&res.target(""), m.as_str())),
     }
+}
+
+/// Answers an access or rules review: everything is allowed to the token holder.
+fn review(
+    res: &Resource,
+    method: &Method,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    if method != Method::POST {
+        return Err(ApiError::method_not_supported(
+            &res.target(""),
+            method.as_str(),
+        ));
+    }
+    // kubectl posts these as protobuf; the answer does not depend on the question, so an
+    // undecodable body just yields an answer without the echoed spec.
+    let ct = content_type(headers);
+    let mut obj = if ct.contains("protobuf") {
+        json!({})
+    } else {
+        parse_body(&ct, body)?
+    };
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    obj["apiVersion"] = json!(res.api_version());
+    obj["kind"] = json!(res.kind);
+    obj["status"] = if res.kind == "SelfSubjectRulesReview" {
+        json!({
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "incomplete": false,
+        })
+    } else {
+        json!({"allowed": true, "reason": "the token holder may do everything"})
+    };
+    Ok(value_response(StatusCode::CREATED, &obj))
 }
 
 fn delete_opts(q: &Query, body: &[u8]) -> Result<DeleteOpts, ApiError> {

@@ -32,6 +32,8 @@ pub struct Resource {
     /// The raw openAPIV3Schema, for OpenAPI documents.
     pub openapi: Option<Value>,
     pub columns: Vec<PrinterColumn>,
+    /// Create-only reviews answered on the spot, never stored (SelfSubjectAccessReview).
+    pub ephemeral: bool,
 }
 
 impl Resource {
@@ -65,6 +67,7 @@ pub const CRD_KEY: &str = "customresourcedefinitions.apiextensions.k8s.io";
 pub const NAMESPACE_KEY: &str = "namespaces";
 
 struct Builtin {
+    ephemeral: bool,
     group: &'static str,
     version: &'static str,
     plural: &'static str,
@@ -77,6 +80,7 @@ struct Builtin {
 
 const BUILTINS: &[Builtin] = &[
     Builtin {
+        ephemeral: false,
         group: "",
         version: "v1",
         plural: "namespaces",
@@ -87,6 +91,7 @@ const BUILTINS: &[Builtin] = &[
         status: true,
     },
     Builtin {
+        ephemeral: false,
         group: "",
         version: "v1",
         plural: "secrets",
@@ -97,6 +102,7 @@ const BUILTINS: &[Builtin] = &[
         status: false,
     },
     Builtin {
+        ephemeral: false,
         group: "",
         version: "v1",
         plural: "configmaps",
@@ -107,6 +113,7 @@ const BUILTINS: &[Builtin] = &[
         status: false,
     },
     Builtin {
+        ephemeral: false,
         group: "",
         version: "v1",
         plural: "events",
@@ -117,6 +124,7 @@ const BUILTINS: &[Builtin] = &[
         status: false,
     },
     Builtin {
+        ephemeral: false,
         group: "events.k8s.io",
         version: "v1",
         plural: "events",
@@ -127,6 +135,7 @@ const BUILTINS: &[Builtin] = &[
         status: false,
     },
     Builtin {
+        ephemeral: false,
         group: "coordination.k8s.io",
         version: "v1",
         plural: "leases",
@@ -137,6 +146,7 @@ const BUILTINS: &[Builtin] = &[
         status: false,
     },
     Builtin {
+        ephemeral: false,
         group: "apiextensions.k8s.io",
         version: "v1",
         plural: "customresourcedefinitions",
@@ -145,6 +155,29 @@ const BUILTINS: &[Builtin] = &[
         short: &["crd", "crds"],
         categories: &["api-extensions"],
         status: true,
+    },
+    // One user holds the token, and it may do everything: `kubectl auth can-i` says so.
+    Builtin {
+        ephemeral: true,
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "selfsubjectaccessreviews",
+        kind: "SelfSubjectAccessReview",
+        namespaced: false,
+        short: &[],
+        categories: &[],
+        status: false,
+    },
+    Builtin {
+        ephemeral: true,
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "selfsubjectrulesreviews",
+        kind: "SelfSubjectRulesReview",
+        namespaced: false,
+        short: &[],
+        categories: &[],
+        status: false,
     },
 ];
 
@@ -174,6 +207,7 @@ fn builtin_resources() -> Vec<Arc<Resource>> {
                 schema: None,
                 openapi: None,
                 columns: ferrometal_apimachinery::table::columns_for_builtin(b.kind),
+                ephemeral: b.ephemeral,
             })
         })
         .collect()
@@ -438,6 +472,7 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, Vec<Cause>> {
             schema,
             openapi,
             columns,
+            ephemeral: false,
         });
     }
     if causes.is_empty() {

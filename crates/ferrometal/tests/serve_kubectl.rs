@@ -363,6 +363,12 @@ fn kubectl_end_to_end() {
     let out = srv.kubectl(&["get", "cm", "-n", "team-a", "-o", "name"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "");
 
+    // A single all-powerful user.
+    assert_eq!(
+        srv.ok(&["auth", "can-i", "delete", "gadgets"]).trim(),
+        "yes"
+    );
+
     // Server-side apply through kubectl.
     let ssa = write(
         dir.path(),
