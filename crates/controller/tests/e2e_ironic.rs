@@ -1,7 +1,8 @@
 //! End to end with the ironic backend: the same controllers and the same scenario as the
 //! redfish backend's sushy-tools lifecycle in e2e_peers.rs, but every BMC action goes through a
 //! real standalone Ironic (PyPI) driving sushy-tools. Only the provisioner differs: the proof
-//! that the backend can be swapped.
+//! that the backend can be swapped. The one spec difference: automated cleaning is disabled,
+//! since Ironic cleans with its agent ramdisk, which this environment does not have.
 
 #[path = "../../provisioner/tests/ironic_common/mod.rs"]
 mod ironic_peer;
@@ -207,7 +208,8 @@ async fn full_lifecycle_on_sushy_tools_through_ironic() {
             "node",
             &address,
             "bmc",
-            json!({"inspectionMode": "disabled"}),
+            // Ironic cleans disks with its agent ramdisk, which this environment does not have.
+            json!({"inspectionMode": "disabled", "automatedCleaningMode": "disabled"}),
         )
         .await;
     let available = stack
@@ -270,7 +272,7 @@ async fn detached_hosts_leave_ironic_untouched_and_come_back_adopted() {
             "node",
             &address,
             "bmc",
-            json!({"inspectionMode": "disabled", "online": true,
+            json!({"inspectionMode": "disabled", "automatedCleaningMode": "disabled", "online": true,
                    "image": {"url": url, "format": "live-iso"}}),
         )
         .await;
