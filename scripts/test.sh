@@ -5,6 +5,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 bash scripts/setup-debian.sh
 bash scripts/setup-python.sh
+bash scripts/setup-ironic.sh
 export FERROMETAL_VENV="$VENV"
 if command -v cargo-nextest >/dev/null; then
   cargo nextest run --workspace --no-fail-fast "$@"
