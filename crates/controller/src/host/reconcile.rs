@@ -478,7 +478,12 @@ async fn apply(
     if let Some(category) = d.error_category {
         metrics().error(category);
     }
-    // Status first: a status restored from the annotation must be stored before the
+    // HardwareData before the status that records the inspection: if it cannot be written,
+    // the inspection result is not marked done and the step runs again.
+    if let Some(details) = &d.hardware_data {
+        crate::hardware_data::apply(&ctx.client, host, details).await?;
+    }
+    // Status next: a status restored from the annotation must be stored before the
     // annotation goes.
     if let Some(new) = &d.status {
         let old = serde_json::to_value(&host.status)?;
@@ -495,9 +500,6 @@ async fn apply(
                 ctx.wrote(key, h.meta().resource_version.as_deref());
             }
         }
-    }
-    if let Some(details) = &d.hardware_data {
-        crate::hardware_data::apply(&ctx.client, host, details).await?;
     }
     // Before the metadata patch: removing the finalizer makes the host vanish.
     crate::events::publish(&ctx.recorder, host, &d.events).await;
