@@ -279,6 +279,84 @@ fn removed_fields(before: &Value, after: &Value, path: &str, out: &mut Vec<Strin
     }
 }
 
+/// Decodes a built-in object into its k8s-openapi type, like kube-apiserver decoding into Go
+/// structs: a wrong type is a 400, and with strict field validation so is an unknown field.
+fn check_builtin_types(res: &Resource, obj: &Value, strict: bool) -> Result<(), ApiError> {
+    use k8s_openapi::api;
+    fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(
+        obj: &Value,
+    ) -> Result<Value, String> {
+        let t: T = serde_json::from_value(obj.clone()).map_err(|e| e.to_string())?;
+        serde_json::to_value(&t).map_err(|e| e.to_string())
+    }
+    if !res.builtin || res.ephemeral {
+        return Ok(());
+    }
+    let decoded = match (res.group.as_str(), res.kind.as_str()) {
+        ("", "ConfigMap") => typed::<api::core::v1::ConfigMap>(obj),
+        ("", "Secret") => typed::<api::core::v1::Secret>(obj),
+        ("", "Namespace") => typed::<api::core::v1::Namespace>(obj),
+        // events.k8s.io Events are checked in their stored (core) form.
+        (_, "Event") => typed::<api::core::v1::Event>(obj),
+        ("coordination.k8s.io", "Lease") => typed::<api::coordination::v1::Lease>(obj),
+        _ => return Ok(()),
+    };
+    let what = format!(
+        "{kind} in version \"{v}\" cannot be handled as a {kind}",
+        kind = res.kind,
+        v = res.version
+    );
+    let decoded = decoded.map_err(|e| ApiError::bad_request(format!("{what}: {e}")))?;
+    if strict {
+        let mut unknown = Vec::new();
+        unknown_fields(obj, &decoded, "", &mut unknown);
+        if !unknown.is_empty() {
+            let list = unknown
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(ApiError::bad_request(format!(
+                "{what}: strict decoding error: {list}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Fields of `sent` that the typed round trip dropped. Nulls and empty values are not
+/// reported: the typed form may legitimately omit them.
+fn unknown_fields(sent: &Value, decoded: &Value, path: &str, out: &mut Vec<String>) {
+    let empty = |v: &Value| match v {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    };
+    match (sent, decoded) {
+        (Value::Object(s), Value::Object(d)) => {
+            for (k, sv) in s {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match d.get(k) {
+                    Some(dv) => unknown_fields(sv, dv, &p, out),
+                    None if !empty(sv) => out.push(p),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(s), Value::Array(d)) if s.len() == d.len() => {
+            for (i, (sv, dv)) in s.iter().zip(d).enumerate() {
+                unknown_fields(sv, dv, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Built-in kinds' defaulting and checks.
 fn builtin_prepare(res: &Resource, obj: &mut Value) -> Result<(), ApiError> {
     if !res.builtin {
@@ -542,6 +620,7 @@ impl Core {
             o.remove("status");
         }
         builtin_prepare(res, &mut obj)?;
+        check_builtin_types(res, &obj, opts.strict)?;
         if !res.builtin {
             validate_cr(res, &mut obj, None, opts.strict)?;
         }
@@ -684,6 +763,7 @@ impl Core {
         }
         check_metadata(res, &ns, &mut new)?;
         builtin_prepare(res, &mut new)?;
+        check_builtin_types(res, &new, opts.strict)?;
         if res.is_crd() {
             keep_transition_times(&old.value, &mut new);
         }

@@ -136,6 +136,30 @@ async fn bad_input_is_rejected_and_changes_nothing() {
     .await;
     assert_eq!(code, 400);
 
+    // Wrong types in a built-in object, and unknown fields when validation is strict.
+    let (code, body) = raw(
+        a,
+        "POST",
+        cms,
+        tok,
+        "application/json",
+        br#"{"metadata":{"name":"t"},"data":{"k":1}}"#,
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("ConfigMap in version"), "{body}");
+    let (code, body) = raw(
+        a,
+        "POST",
+        &format!("{cms}?fieldValidation=Strict"),
+        tok,
+        "application/json",
+        br#"{"metadata":{"name":"t"},"dta":{"k":"v"}}"#,
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains(r#"unknown field \"dta\""#), "{body}");
+
     // Bad metadata: 422 naming the field.
     let (code, body) = raw(
         a,

@@ -228,6 +228,13 @@ fn kubectl_end_to_end() {
     let err = srv.fails(&["apply", "-f", &typo]);
     assert!(err.contains(r#"unknown field "spec.colour""#), "{err}");
     srv.fails(&["get", "gadget", "typo"]);
+    let typo_cm = write(
+        dir.path(),
+        "typo-cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: typo\ndta:\n  k: v\n",
+    );
+    let err = srv.fails(&["apply", "-f", &typo_cm]);
+    assert!(err.contains(r#"unknown field "dta""#), "{err}");
 
     // create / replace.
     let g3 = "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g3\nspec:\n  size: 1\n";
