@@ -16,6 +16,22 @@ use crate::server::Core;
 
 /// A sweep also runs this often without being poked, to catch anything missed.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// Events are removed this long after they were last seen, as kube-apiserver's default
+/// `--event-ttl` does, so a long-running server does not collect them forever.
+const EVENT_TTL: Duration = Duration::from_secs(3600);
+
+/// When an Event (core form) was last observed.
+fn event_last_seen(v: &Value) -> Option<jiff::Timestamp> {
+    [
+        "/series/lastObservedTime",
+        "/lastTimestamp",
+        "/eventTime",
+        "/metadata/creationTimestamp",
+    ]
+    .iter()
+    .filter_map(|p| str_at(v, p))
+    .find_map(|t| t.parse().ok())
+}
 
 pub async fn run(core: Arc<Core>) {
     let mut shutdown = core.shutdown.clone();
@@ -114,6 +130,15 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
                         .unwrap_or_default();
                     out.push((key_of(resource, v), Action::Release(rest)));
                 }
+                continue;
+            }
+            if resource == "events"
+                && event_last_seen(v).is_some_and(|t| {
+                    jiff::Timestamp::now().duration_since(t)
+                        > jiff::SignedDuration::try_from(EVENT_TTL).unwrap_or_default()
+                })
+            {
+                out.push((key_of(resource, v), Action::Delete));
                 continue;
             }
             let ns = str_at(v, "/metadata/namespace").unwrap_or_default();

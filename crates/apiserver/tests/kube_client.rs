@@ -985,3 +985,53 @@ async fn foreground_deletion_waits_for_dependents() {
     }
     assert!(gone, "owner removed once its dependents are gone");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_events_expire() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    let dir = tempfile::tempdir().unwrap();
+    let api =
+        ferrometal_apiserver::ApiServer::open(ferrometal_apiserver::ServerConfig::new(dir.path()))
+            .await
+            .unwrap();
+    let events: Api<CoreEvent> = Api::default_namespaced(api.client());
+    let old_time = (k8s_openapi::jiff::Timestamp::now()
+        - k8s_openapi::jiff::SignedDuration::from_hours(2))
+    .strftime("%Y-%m-%dT%H:%M:%SZ")
+    .to_string();
+    let now_time = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    for (name, t) in [("stale", &old_time), ("fresh", &now_time)] {
+        let ev: CoreEvent = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "involvedObject": {"kind": "ConfigMap", "name": "x", "namespace": "default"},
+            "reason": "Test", "message": "m", "type": "Normal",
+            "lastTimestamp": t, "firstTimestamp": t, "count": 1,
+        }))
+        .unwrap();
+        events.create(&PostParams::default(), &ev).await.unwrap();
+    }
+    // Any deletion pokes the collector.
+    let cms: Api<ConfigMap> = Api::default_namespaced(api.client());
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("poke".into());
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    cms.delete("poke", &DeleteParams::default()).await.unwrap();
+    let mut names = Vec::new();
+    for _ in 0..200 {
+        names = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|e| e.name_any())
+            .collect();
+        if names == ["fresh"] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(names, ["fresh"]);
+}
