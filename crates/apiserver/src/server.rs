@@ -101,6 +101,13 @@ impl ApiServer {
     pub async fn open(config: ServerConfig) -> Result<ApiServer, ServerError> {
         let dir = &config.data_dir;
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        // The store holds Secrets in the clear: keep the directory to its owner.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(io_err(dir))?;
+        }
         let token_path = dir.join("token");
         let token = auth::load_or_create_token(&token_path).map_err(io_err(&token_path))?;
         let tls = if config.tls {

@@ -92,6 +92,8 @@ fn kubectl_end_to_end() {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600, "kubeconfig is private");
+        let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "data directory is private");
     }
 
     let ns = srv.ok(&["get", "namespaces"]);
