@@ -86,35 +86,35 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
     core.store.read(|s| {
         let uids: HashSet<&str> = s
             .all()
-            .filter_map(|(_, o)| str_at(&o.value, "/metadata/uid"))
+            .filter_map(|(_, o)| str_at(&o.meta, "/metadata/uid"))
             .collect();
         // Owners deleted in the foreground count as gone for their dependents.
         let foreground: HashSet<&str> = s
             .all()
             .filter(|(_, o)| {
-                o.value.pointer("/metadata/deletionTimestamp").is_some()
-                    && o.value
+                o.meta.pointer("/metadata/deletionTimestamp").is_some()
+                    && o.meta
                         .pointer("/metadata/finalizers")
                         .and_then(Value::as_array)
                         .is_some_and(|f| f.iter().any(|x| x == FOREGROUND))
             })
-            .filter_map(|(_, o)| str_at(&o.value, "/metadata/uid"))
+            .filter_map(|(_, o)| str_at(&o.meta, "/metadata/uid"))
             .collect();
         let owners_with_dependents: HashSet<&str> =
-            s.all().flat_map(|(_, o)| owner_uids(&o.value)).collect();
+            s.all().flat_map(|(_, o)| owner_uids(&o.meta)).collect();
         let terminating_ns: HashSet<&str> = s
             .list(registry::NAMESPACE_KEY, None, None)
-            .filter(|o| o.value.pointer("/metadata/deletionTimestamp").is_some())
-            .map(|o| crate::meta::name_of(&o.value))
+            .filter(|o| o.meta.pointer("/metadata/deletionTimestamp").is_some())
+            .map(|o| crate::meta::name_of(&o.meta))
             .collect();
         let terminating_crds: HashSet<&str> = s
             .list(registry::CRD_KEY, None, None)
-            .filter(|o| o.value.pointer("/metadata/deletionTimestamp").is_some())
-            .map(|o| crate::meta::name_of(&o.value))
+            .filter(|o| o.meta.pointer("/metadata/deletionTimestamp").is_some())
+            .map(|o| crate::meta::name_of(&o.meta))
             .collect();
         let mut out = Vec::new();
         for (resource, o) in s.all() {
-            let v = &o.value;
+            let v = &o.meta;
             if v.pointer("/metadata/deletionTimestamp").is_some() {
                 // Already being deleted; waiting for its finalizers. Terminating namespaces
                 // and CRDs are retried so they go once empty.

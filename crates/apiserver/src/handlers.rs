@@ -408,22 +408,30 @@ fn delete_opts(q: &Query, body: &[u8]) -> Result<DeleteOpts, ApiError> {
     Ok(d)
 }
 
-/// The object as stored, relabelled when it is read through another served version.
-pub fn versioned<'a>(res: &Resource, obj: &'a Stored) -> std::borrow::Cow<'a, Value> {
-    let want = res.api_version();
-    if !crate::convert::converts(res)
-        && obj.value.get("apiVersion").and_then(Value::as_str) == Some(want.as_str())
-    {
-        std::borrow::Cow::Borrowed(&obj.value)
+/// Whether the stored JSON can be served as is through `res` (no relabelling or conversion).
+pub fn served_as_stored(res: &Resource, obj: &Stored) -> bool {
+    !crate::convert::converts(res)
+        && obj.meta.get("apiVersion").and_then(Value::as_str) == Some(res.api_version().as_str())
+}
+
+/// The whole object as `res` serves it: relabelled or converted when read through another
+/// version.
+pub fn versioned(res: &Resource, obj: &Stored) -> Value {
+    let v = obj.value();
+    if served_as_stored(res, obj) {
+        v
     } else {
-        std::borrow::Cow::Owned(crate::convert::from_storage(res, &obj.value))
+        crate::convert::from_storage(res, &v)
     }
 }
 
 pub fn versioned_json(res: &Resource, obj: &Stored) -> Bytes {
-    match versioned(res, obj) {
-        std::borrow::Cow::Borrowed(_) => obj.json.clone(),
-        std::borrow::Cow::Owned(v) => serde_json::to_vec(&v).expect("serializes").into(),
+    if served_as_stored(res, obj) {
+        obj.json.clone()
+    } else {
+        serde_json::to_vec(&versioned(res, obj))
+            .expect("serializes")
+            .into()
     }
 }
 
@@ -438,10 +446,10 @@ pub fn partial_metadata(v: &Value) -> Value {
 fn render_one(res: &Resource, obj: &Stored, render: Render) -> Response {
     match render {
         Render::Full => json_response(StatusCode::OK, versioned_json(res, obj)),
-        Render::Metadata => value_response(StatusCode::OK, &partial_metadata(&obj.value)),
+        Render::Metadata => value_response(StatusCode::OK, &partial_metadata(&obj.value())),
         Render::Table(inc) => value_response(
             StatusCode::OK,
-            &make_table(res, &[versioned(res, obj).into_owned()], inc, json!({})),
+            &make_table(res, &[versioned(res, obj)], inc, json!({})),
         ),
     }
 }
@@ -486,6 +494,26 @@ pub fn selectors(q: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> 
     Ok((labels, fields))
 }
 
+/// Whether an object passes the selectors; the whole object is parsed only for field
+/// selectors on fields the stored metadata view does not carry.
+fn selected(labels: &LabelSelector, fields: &FieldSelector, o: &Stored) -> bool {
+    if !labels.matches_object(&o.meta) {
+        return false;
+    }
+    if fields.is_empty() {
+        return true;
+    }
+    let in_meta = fields.fields().iter().all(|f| {
+        let top = f.split('.').next().unwrap_or_default();
+        (top == "metadata" && !f.starts_with("metadata.annotations")) || o.meta.get(top).is_some()
+    });
+    if in_meta {
+        fields.matches(&o.meta)
+    } else {
+        fields.matches(&o.value())
+    }
+}
+
 fn list(
     core: &Core,
     res: &Resource,
@@ -507,7 +535,7 @@ fn list(
         let mut items: Vec<Arc<Stored>> = Vec::new();
         let mut more = false;
         for obj in s.list(&res.key, ns, after_ref) {
-            if !labels.matches_object(&obj.value) || !fields.matches(&obj.value) {
+            if !selected(&labels, &fields, obj) {
                 continue;
             }
             if limit.is_some_and(|l| items.len() >= l) {
@@ -521,11 +549,11 @@ fn list(
     let continue_token = if more {
         items.last().map(|last| {
             encode_continue(
-                last.value
+                last.meta
                     .pointer("/metadata/namespace")
                     .and_then(Value::as_str)
                     .unwrap_or_default(),
-                crate::meta::name_of(&last.value),
+                crate::meta::name_of(&last.meta),
                 rev,
             )
         })
@@ -538,10 +566,7 @@ fn list(
     }
     match render {
         Render::Table(inc) => {
-            let objs: Vec<Value> = items
-                .iter()
-                .map(|o| versioned(res, o).into_owned())
-                .collect();
+            let objs: Vec<Value> = items.iter().map(|o| versioned(res, o)).collect();
             Ok(value_response(
                 StatusCode::OK,
                 &make_table(res, &objs, inc, list_meta),
@@ -552,7 +577,7 @@ fn list(
                 "apiVersion": "meta.k8s.io/v1",
                 "kind": "PartialObjectMetadataList",
                 "metadata": list_meta,
-                "items": items.iter().map(|o| partial_metadata(&o.value)).collect::<Vec<_>>(),
+                "items": items.iter().map(|o| partial_metadata(&o.value())).collect::<Vec<_>>(),
             });
             Ok(value_response(StatusCode::OK, &v))
         }
@@ -592,15 +617,15 @@ async fn delete_collection(
     let d = delete_opts(q, body)?;
     let names: Vec<(String, String)> = core.store.read(|s| {
         s.list(&res.key, ns, None)
-            .filter(|o| labels.matches_object(&o.value) && fields.matches(&o.value))
+            .filter(|o| selected(&labels, &fields, o))
             .map(|o| {
                 (
-                    o.value
+                    o.meta
                         .pointer("/metadata/namespace")
                         .and_then(Value::as_str)
                         .unwrap_or_default()
                         .to_string(),
-                    crate::meta::name_of(&o.value).to_string(),
+                    crate::meta::name_of(&o.meta).to_string(),
                 )
             })
             .collect()

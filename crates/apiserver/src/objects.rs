@@ -685,8 +685,9 @@ impl Core {
         opts: &WriteOpts,
         applied: bool,
     ) -> Result<(Vec<Op>, Reply), ApiError> {
-        let name = meta::name_of(&old.value).to_string();
-        let ns = str_at(&old.value, "/metadata/namespace")
+        let old_value = old.value();
+        let name = meta::name_of(&old_value).to_string();
+        let ns = str_at(&old_value, "/metadata/namespace")
             .unwrap_or_default()
             .to_string();
         if !new.is_object() {
@@ -712,7 +713,7 @@ impl Core {
         if status_write {
             // Status writes change only status (labels, annotations and finalizers are kept
             // as they are, like the real server's status strategy).
-            let mut merged = old.value.clone();
+            let mut merged = old_value.clone();
             match new.get("status") {
                 Some(st) => merged["status"] = st.clone(),
                 None => {
@@ -726,7 +727,7 @@ impl Core {
             }
             new = merged;
         } else if res.status_subresource {
-            match old.value.get("status") {
+            match old_value.get("status") {
                 Some(st) => new["status"] = st.clone(),
                 None => {
                     if let Some(o) = new.as_object_mut() {
@@ -737,7 +738,7 @@ impl Core {
         }
         // Identity and server-owned metadata come from the stored object.
         {
-            let old_meta = old.value.get("metadata").cloned().unwrap_or(json!({}));
+            let old_meta = old_value.get("metadata").cloned().unwrap_or(json!({}));
             let m = meta_mut(&mut new);
             m.insert("name".into(), json!(name));
             for k in [
@@ -765,20 +766,19 @@ impl Core {
         builtin_prepare(res, &mut new)?;
         check_builtin_types(res, &new, opts.strict)?;
         if res.is_crd() {
-            keep_transition_times(&old.value, &mut new);
+            keep_transition_times(&old_value, &mut new);
         }
         if !res.builtin {
-            validate_cr(res, &mut new, Some(&old.value), opts.strict)?;
+            validate_cr(res, &mut new, Some(&old_value), opts.strict)?;
         }
-        if has_generation(res) && spec_part(res, &new) != spec_part(res, &old.value) {
-            let g = old
-                .value
+        if has_generation(res) && spec_part(res, &new) != spec_part(res, &old_value) {
+            let g = old_value
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
-        let mut old_cmp = old.value.clone();
+        let mut old_cmp = old_value.clone();
         if let Some(m) = old_cmp.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("resourceVersion");
         }
@@ -786,11 +786,11 @@ impl Core {
             return Ok((Vec::new(), Reply::Current(old.clone())));
         }
         if !applied {
-            record_update(res, Some(&old.value), &mut new, opts, &meta::now());
+            record_update(res, Some(&old_value), &mut new, opts, &meta::now());
         }
         if same_object(&new, &old_cmp)
             && new.pointer("/metadata/managedFields")
-                == old.value.pointer("/metadata/managedFields")
+                == old_value.pointer("/metadata/managedFields")
         {
             return Ok((Vec::new(), Reply::Current(old.clone())));
         }
@@ -886,7 +886,7 @@ impl Core {
                     return Ok((Vec::new(), (Reply::Written, Outcome::Create(created))));
                 };
                 // Patches apply to the object as this version serves it.
-                let live = crate::handlers::versioned(res, old).into_owned();
+                let live = crate::handlers::versioned(res, old);
                 let mut new = live.clone();
                 match kind {
                     PatchKind::Merge => {
@@ -953,7 +953,7 @@ impl Core {
                 let Some(old) = s.get(&res.key, store_ns, name) else {
                     return Err(ApiError::not_found(&res.target(name)));
                 };
-                let uid = str_at(&old.value, "/metadata/uid").unwrap_or_default();
+                let uid = str_at(&old.meta, "/metadata/uid").unwrap_or_default();
                 if let Some(want) = &opts.uid
                     && want != uid
                 {
@@ -987,19 +987,19 @@ impl Core {
                 // its dependents are gone.
                 let foreground = opts.propagation.as_deref() == Some("Foreground")
                     && s.all().any(|(_, o)| {
-                        o.value
+                        o.meta
                             .pointer("/metadata/ownerReferences")
                             .and_then(Value::as_array)
                             .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
                     });
                 let pending = foreground
-                    || finalizers(&old.value) > 0
-                    || self.has_contents(s, res, &old.value);
+                    || finalizers(&old.meta) > 0
+                    || self.has_contents(s, res, &old.meta);
                 if pending {
-                    if old.value.pointer("/metadata/deletionTimestamp").is_some() {
+                    if old.meta.pointer("/metadata/deletionTimestamp").is_some() {
                         reply = Reply::Current(old.clone());
                     } else {
-                        let mut v = old.value.clone();
+                        let mut v = old.value();
                         let m = meta_mut(&mut v);
                         if foreground {
                             let list = m.entry("finalizers").or_insert_with(|| json!([]));
@@ -1075,7 +1075,7 @@ impl Core {
     pub(crate) fn rebuild_registry(&self) {
         let crds: Vec<Value> = self.store.read(|s| {
             s.list(registry::CRD_KEY, None, None)
-                .map(|o| o.value.clone())
+                .map(|o| o.value())
                 .collect()
         });
         self.registry.rebuild(crds.iter());
@@ -1176,7 +1176,7 @@ fn orphan_dependents(s: &View, uid: &str) -> Vec<Op> {
     let mut ops = Vec::new();
     for (key, obj) in s.all() {
         let Some(refs) = obj
-            .value
+            .meta
             .pointer("/metadata/ownerReferences")
             .and_then(Value::as_array)
         else {
@@ -1193,7 +1193,7 @@ fn orphan_dependents(s: &View, uid: &str) -> Vec<Op> {
             .filter(|r| r.get("uid").and_then(Value::as_str) != Some(uid))
             .cloned()
             .collect();
-        let mut v = obj.value.clone();
+        let mut v = obj.value();
         let m = meta_mut(&mut v);
         if kept.is_empty() {
             m.remove("ownerReferences");
@@ -1202,10 +1202,10 @@ fn orphan_dependents(s: &View, uid: &str) -> Vec<Op> {
         }
         ops.push(Op::Put {
             resource: key.to_string(),
-            namespace: str_at(&obj.value, "/metadata/namespace")
+            namespace: str_at(&obj.meta, "/metadata/namespace")
                 .unwrap_or_default()
                 .into(),
-            name: meta::name_of(&obj.value).into(),
+            name: meta::name_of(&obj.meta).into(),
             value: v,
         });
     }

@@ -40,19 +40,58 @@ fn db_err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Db(e.to_string())
 }
 
-/// One object as currently stored: its revision, parsed value and the JSON served to clients
-/// (serialized once per write).
+/// One object as currently stored: its revision, the JSON served to clients (serialized once
+/// per write) and a small parsed view for selectors and the collector. The whole object is
+/// parsed again only when needed (writes, tables): parsed JSON costs several times its size,
+/// and memory must stay small with thousands of objects.
 #[derive(Debug)]
 pub struct Stored {
     pub rev: u64,
-    pub value: Value,
     pub json: Bytes,
+    /// `apiVersion`, `kind`, `metadata` without `managedFields` and `annotations`, and the
+    /// top-level fields Events are selected and expired by.
+    pub meta: Value,
 }
 
+/// Top-level fields kept in [`Stored::meta`] besides metadata (Event selection and expiry).
+const META_FIELDS: &[&str] = &[
+    "apiVersion",
+    "kind",
+    "involvedObject",
+    "lastTimestamp",
+    "eventTime",
+    "series",
+    "type",
+    "reason",
+];
+
 impl Stored {
-    fn new(rev: u64, value: Value) -> Self {
+    pub fn new(rev: u64, value: Value) -> Self {
         let json = Bytes::from(serde_json::to_vec(&value).expect("JSON values serialize"));
-        Stored { rev, value, json }
+        let mut meta = serde_json::Map::new();
+        if let Value::Object(o) = &value {
+            for k in META_FIELDS {
+                if let Some(v) = o.get(*k) {
+                    meta.insert((*k).to_string(), v.clone());
+                }
+            }
+            if let Some(Value::Object(m)) = o.get("metadata") {
+                let mut m = m.clone();
+                m.remove("managedFields");
+                m.remove("annotations");
+                meta.insert("metadata".into(), Value::Object(m));
+            }
+        }
+        Stored {
+            rev,
+            json,
+            meta: Value::Object(meta),
+        }
+    }
+
+    /// The whole object, parsed from its JSON.
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.json).expect("stored JSON parses")
     }
 }
 
@@ -80,27 +119,16 @@ impl EventType {
 pub struct Version {
     pub rev: u64,
     pub json: Bytes,
-    /// `{"apiVersion", "metadata": {"name", "namespace", "labels"}}`.
+    /// As in [`Stored::meta`].
     pub meta: Value,
 }
 
 impl Version {
     pub fn of(s: &Stored) -> Version {
-        let mut metadata = serde_json::Map::new();
-        for k in ["name", "namespace", "labels"] {
-            if let Some(v) = s.value.pointer(&format!("/metadata/{k}")) {
-                metadata.insert(k.into(), v.clone());
-            }
-        }
-        let mut meta = serde_json::Map::new();
-        meta.insert("metadata".into(), Value::Object(metadata));
-        if let Some(av) = s.value.get("apiVersion") {
-            meta.insert("apiVersion".into(), av.clone());
-        }
         Version {
             rev: s.rev,
             json: s.json.clone(),
-            meta: Value::Object(meta),
+            meta: s.meta.clone(),
         }
     }
 
@@ -555,9 +583,7 @@ fn prepare(view: &View, ops: Vec<Op>, last_rev: u64) -> Vec<Pending> {
                 let key = (resource.clone(), namespace.clone(), name.clone());
                 let old = match local.get(&key) {
                     Some(v) => v.clone(),
-                    None => view
-                        .get(&resource, &namespace, &name)
-                        .map(|o| o.value.clone()),
+                    None => view.get(&resource, &namespace, &name).map(|o| o.value()),
                 };
                 let Some(mut value) = old else {
                     continue;
@@ -757,7 +783,7 @@ mod tests {
         assert!(store.get("configmaps", "default", "a").is_none());
         let b = store.get("configmaps", "default", "b").unwrap();
         assert_eq!(b.rev, 2);
-        assert_eq!(b.value["metadata"]["resourceVersion"], "2");
+        assert_eq!(b.value()["metadata"]["resourceVersion"], "2");
         // History starts empty after a reopen: older revisions are gone, the current one is not.
         assert!(store.events_since("configmaps", 2).is_err());
         assert!(store.events_since("configmaps", 3).unwrap().0.is_empty());
@@ -801,7 +827,7 @@ mod tests {
         let names = |ns: Option<&str>, after: Option<(&str, &str)>| {
             store.read(|s| {
                 s.list("configmaps", ns, after)
-                    .map(|o| o.value["metadata"]["name"].as_str().unwrap().to_string())
+                    .map(|o| o.meta["metadata"]["name"].as_str().unwrap().to_string())
                     .collect::<Vec<_>>()
             })
         };
@@ -826,7 +852,7 @@ mod tests {
                     .write(|v| {
                         let cur: i64 = v
                             .get("configmaps", "default", "counter")
-                            .and_then(|o| o.value["data"]["v"].as_str()?.parse().ok())
+                            .and_then(|o| o.value()["data"]["v"].as_str()?.parse().ok())
                             .unwrap();
                         Ok::<_, StoreError>((vec![put("counter", cur + 1)], ()))
                     })
@@ -842,7 +868,7 @@ mod tests {
         revs.dedup();
         assert_eq!(revs.len(), 50, "every write got its own revision");
         let c = store.get("configmaps", "default", "counter").unwrap();
-        assert_eq!(c.value["data"]["v"], "50");
+        assert_eq!(c.value()["data"]["v"], "50");
         assert_eq!(store.revision(), 51);
         let (events, _) = store.events_since("configmaps", 1).unwrap();
         assert_eq!(events.len(), 50);

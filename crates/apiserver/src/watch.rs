@@ -42,6 +42,14 @@ impl Filter {
         }
     }
 
+    fn matches_stored(&self, o: &Stored) -> bool {
+        if self.meta_only {
+            self.matches(&o.meta)
+        } else {
+            self.matches(&o.value())
+        }
+    }
+
     fn matches(&self, v: &Value) -> bool {
         if let Some(ns) = &self.namespace
             && v.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns)
@@ -198,7 +206,7 @@ pub fn serve(
                 let (rev, objs) = core.store.read(|s| {
                     let objs: Vec<Arc<Stored>> = s
                         .list(&res.key, filter.namespace.as_deref(), None)
-                        .filter(|o| filter.matches(&o.value))
+                        .filter(|o| filter.matches_stored(o))
                         .cloned()
                         .collect();
                     (s.revision(), objs)
