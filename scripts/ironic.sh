@@ -88,10 +88,16 @@ host_ip = 127.0.0.1
 port = $port
 [conductor]
 automated_clean = false
+[ipmi]
+# Ironic spaces IPMI commands to one BMC 5 s apart by default; the simulator needs no pause.
+min_command_interval = 1
 [database]
 connection = sqlite:///$dir/ironic.sqlite
 [dhcp]
 dhcp_provider = none
+[service_catalog]
+# Agent-based steps look Ironic's own URL up here instead of in a Keystone catalog.
+endpoint_override = http://127.0.0.1:$port
 [deploy]
 http_root = $dir/http
 http_url = http://127.0.0.1:$port/unused

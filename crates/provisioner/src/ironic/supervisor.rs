@@ -146,6 +146,8 @@ automated_clean = false
 connection = sqlite:///{d}/ironic.sqlite
 [dhcp]
 dhcp_provider = none
+[service_catalog]
+endpoint_override = http://127.0.0.1:{port}
 [deploy]
 http_root = {d}/http
 http_url = http://127.0.0.1:{port}/unused
