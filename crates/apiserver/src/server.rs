@@ -16,7 +16,7 @@ use crate::auth;
 use crate::objects::WriteOpts;
 use crate::registry::{self, Registry};
 use crate::status::ApiError;
-use crate::store::{Store, StoreError};
+use crate::store::{HistoryLimits, Store, StoreError};
 use crate::tls;
 
 /// Everything request handlers share.
@@ -46,6 +46,8 @@ pub struct ServerConfig {
     pub tls_names: Vec<String>,
     /// Number of change events kept for watches; older resourceVersions get 410 Gone.
     pub history: usize,
+    /// Bound on the object JSON those events hold on to.
+    pub history_bytes: usize,
 }
 
 impl ServerConfig {
@@ -56,6 +58,7 @@ impl ServerConfig {
             tls: true,
             tls_names: Vec::new(),
             history: 20_000,
+            history_bytes: 16 << 20,
         }
     }
 }
@@ -117,7 +120,13 @@ impl ApiServer {
         } else {
             None
         };
-        let store = Store::open(&dir.join("store.redb"), config.history)?;
+        let store = Store::open(
+            &dir.join("store.redb"),
+            HistoryLimits {
+                events: config.history,
+                bytes: config.history_bytes,
+            },
+        )?;
         let (shutdown_tx, shutdown) = watch::channel(false);
         let core = Arc::new(Core {
             store,

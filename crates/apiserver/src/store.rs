@@ -18,8 +18,6 @@ use tokio::sync::{Mutex, Notify, oneshot, watch};
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const REVISION: &str = "revision";
-/// Bound on the object JSON the watch history holds on to, whatever the event count limit.
-const HISTORY_MAX_BYTES: usize = 32 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -230,6 +228,23 @@ impl State {
     }
 }
 
+/// How much change history to keep for watches; older resourceVersions get 410 Gone.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryLimits {
+    pub events: usize,
+    /// Object JSON the history may hold on to (much of it shared with current objects).
+    pub bytes: usize,
+}
+
+impl HistoryLimits {
+    pub fn events(events: usize) -> Self {
+        HistoryLimits {
+            events,
+            bytes: 16 << 20,
+        }
+    }
+}
+
 /// Watch history lookups fail with this when the wanted revision was compacted away.
 #[derive(Debug, Clone, Copy)]
 pub struct Gone {
@@ -331,6 +346,7 @@ struct Inner {
     wake: Arc<Notify>,
     rev_tx: watch::Sender<u64>,
     history_limit: usize,
+    history_bytes: usize,
 }
 
 impl Drop for Inner {
@@ -348,7 +364,7 @@ pub struct Store {
 impl Store {
     /// Opens (or creates) the database at `path`, loads every object into memory and starts
     /// the committer task (so it must be called inside a Tokio runtime).
-    pub fn open(path: &Path, history_limit: usize) -> Result<Store, StoreError> {
+    pub fn open(path: &Path, limits: HistoryLimits) -> Result<Store, StoreError> {
         // Reads are served from memory, so redb's page cache only needs to cover writes.
         let db = Database::builder()
             .set_cache_size(8 << 20)
@@ -407,7 +423,8 @@ impl Store {
             writer: Mutex::new(writer),
             wake: Arc::new(Notify::new()),
             rev_tx,
-            history_limit: history_limit.max(16),
+            history_limit: limits.events.max(16),
+            history_bytes: limits.bytes,
         });
         tokio::spawn(committer(Arc::downgrade(&inner), inner.wake.clone()));
         Ok(Store { inner })
@@ -719,7 +736,7 @@ fn publish(inner: &Inner, batch: Vec<Pending>, last: u64) {
             }));
         }
         s.rev = last;
-        while s.history.len() > inner.history_limit || s.history_bytes > HISTORY_MAX_BYTES {
+        while s.history.len() > inner.history_limit || s.history_bytes > inner.history_bytes {
             let Some(e) = s.history.pop_front() else {
                 break;
             };
@@ -763,7 +780,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
         {
-            let store = Store::open(&path, 100).unwrap();
+            let store = Store::open(&path, HistoryLimits::events(100)).unwrap();
             let out = write(&store, vec![put("a", 1), put("b", 2)]).await;
             assert_eq!(out[0].rev, 1);
             assert_eq!(out[1].rev, 2);
@@ -778,7 +795,7 @@ mod tests {
             .await;
             assert_eq!(store.revision(), 3);
         }
-        let store = Store::open(&path, 100).unwrap();
+        let store = Store::open(&path, HistoryLimits::events(100)).unwrap();
         assert_eq!(store.revision(), 3);
         assert!(store.get("configmaps", "default", "a").is_none());
         let b = store.get("configmaps", "default", "b").unwrap();
@@ -794,7 +811,7 @@ mod tests {
     #[tokio::test]
     async fn history_is_bounded_and_filtered() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db"), 16).unwrap();
+        let store = Store::open(&dir.path().join("db"), HistoryLimits::events(16)).unwrap();
         for i in 0..40 {
             write(&store, vec![put(&format!("o{i}"), i)]).await;
         }
@@ -812,7 +829,7 @@ mod tests {
     #[tokio::test]
     async fn list_by_namespace_and_continue() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db"), 16).unwrap();
+        let store = Store::open(&dir.path().join("db"), HistoryLimits::events(16)).unwrap();
         let mk = |ns: &str, n: &str| Op::Put {
             resource: "configmaps".into(),
             namespace: ns.into(),
@@ -842,7 +859,7 @@ mod tests {
         // Each writer increments a counter it reads from the view: with group commit the
         // later writers must see the earlier, not yet durable, increments.
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db"), 1000).unwrap();
+        let store = Store::open(&dir.path().join("db"), HistoryLimits::events(1000)).unwrap();
         write(&store, vec![put("counter", 0)]).await;
         let mut tasks = Vec::new();
         for _ in 0..50 {
