@@ -611,8 +611,10 @@ impl IronicProvisioner {
                 self.wait("Ironic inspection started")
             }
             "available" => {
-                // Inspection runs from manageable only.
+                // Inspection runs from manageable only. The phase goes back too, so a power
+                // call meanwhile does not take the node to available again.
                 self.provision_action(host, &node, "manage", None).await?;
+                memo.phase = Phase::Manageable;
                 self.wait("node back to manageable for inspection")
             }
             "inspecting" | "inspect wait" => self.wait("Ironic is inspecting"),
@@ -813,6 +815,7 @@ impl IronicProvisioner {
             "available" => {
                 // Adoption starts from manageable.
                 self.provision_action(host, &node, "manage", None).await?;
+                memo.phase = Phase::Manageable;
                 self.wait("node back to manageable for adoption")
             }
             "deploy failed" => Err(ProvisionerError::new(
