@@ -455,6 +455,24 @@ fn render_one(res: &Resource, obj: &Stored, render: Render) -> Response {
 }
 
 pub fn make_table(res: &Resource, objs: &[Value], inc: IncludeObject, list_meta: Value) -> Value {
+    // Built-in columns are defined on the stored form (core Events).
+    if crate::convert::converts(res) {
+        let stored: Vec<Value> = objs
+            .iter()
+            .map(|o| {
+                let mut o = o.clone();
+                crate::convert::to_storage(res, &mut o);
+                o
+            })
+            .collect();
+        return table::to_table(
+            &stored,
+            &res.columns,
+            inc,
+            std::time::SystemTime::now(),
+            list_meta,
+        );
+    }
     table::to_table(
         objs,
         &res.columns,
