@@ -65,9 +65,12 @@ enum Scenario {
     VsIronic {
         #[arg(long, default_value_t = 100)]
         hosts: usize,
-        /// Requests in flight from the bench to each side's API.
+        /// Creates in flight to ferrometal's API.
         #[arg(long, default_value_t = 16)]
         concurrency: usize,
+        /// Requests in flight to Ironic's API (its all-in-one process stalls with many).
+        #[arg(long, default_value_t = 4)]
+        ironic_concurrency: usize,
         /// Give up on a side after this many seconds.
         #[arg(long, default_value_t = 1200)]
         timeout: u64,
@@ -129,11 +132,13 @@ async fn main() -> std::process::ExitCode {
         Scenario::VsIronic {
             hosts,
             concurrency,
+            ironic_concurrency,
             timeout,
         } => {
             vs_ironic::run(vs_ironic::Opts {
                 hosts: hosts.max(1),
                 concurrency,
+                ironic_concurrency: ironic_concurrency.max(1),
                 timeout,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,

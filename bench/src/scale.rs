@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use ferrometal_emulator::{Emulator, EmulatorConfig};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -38,10 +38,24 @@ fn host_name(i: usize) -> String {
     format!("host-{i:05}")
 }
 
-/// Emulator counters: total requests and the largest count for one system.
+/// Emulator counters: total requests and the count for each system.
 fn bmc_totals(emu: &Emulator) -> (u64, Vec<u64>) {
     let c = emu.counters();
     (c.total, c.systems.iter().map(|m| m.total()).collect())
+}
+
+/// `GET 3.0 POST 1.0 PATCH 0.5` per host, from the emulator's method counters.
+fn by_method(emu: &Emulator, hosts: usize) -> String {
+    let m = emu.counters().by_method;
+    let per = |v: u64| v as f64 / hosts.max(1) as f64;
+    format!(
+        "GET {:.2} POST {:.2} PATCH {:.2} DELETE {:.2} other {:.2}",
+        per(m.get),
+        per(m.post),
+        per(m.patch),
+        per(m.delete),
+        per(m.other)
+    )
 }
 
 struct Phase {
@@ -49,9 +63,29 @@ struct Phase {
     wall: Duration,
     requests: u64,
     max_per_host: u64,
+    methods: String,
+    /// The BMC actions (POST/PATCH) host 0 received in this phase.
+    actions_host0: Vec<String>,
     cpu_secs: f64,
     store_writes: u64,
     reconciles: f64,
+}
+
+/// (objects, JSON bytes) of a full list, as the API server serves it.
+async fn list_size(client: &kube::Client, path: &str) -> (usize, usize) {
+    let Ok(req) = http::Request::get(path).body(Vec::new()) else {
+        return (0, 0);
+    };
+    match client.request_text(req).await {
+        Ok(text) => {
+            let items = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["items"].as_array().map(Vec::len))
+                .unwrap_or(0);
+            (items, text.len())
+        }
+        Err(_) => (0, 0),
+    }
 }
 
 async fn resource_version(api: &Api<DynamicObject>) -> u64 {
@@ -157,7 +191,15 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         o.hosts,
         secs(created.as_secs_f64())
     ));
-    let to_available = wait_all(&states, o.hosts, "available", started, deadline).await?;
+    // On a time-out the figures so far are still reported, with the reason.
+    let mut incomplete: Option<String> = None;
+    let to_available = match wait_all(&states, o.hosts, "available", started, deadline).await {
+        Ok(d) => d,
+        Err(e) => {
+            incomplete = Some(format!("{e:#}"));
+            started.elapsed()
+        }
+    };
     let after_available = procfs::read(pid).unwrap_or_default();
     let (req1, per1) = bmc_totals(&emu);
     let rv1 = resource_version(&api).await;
@@ -167,84 +209,118 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         wall: to_available,
         requests: req1,
         max_per_host: per1.iter().copied().max().unwrap_or(0),
+        methods: by_method(&emu, o.hosts),
+        actions_host0: emu.state(0).actions,
         cpu_secs: after_available.cpu_secs - base_cpu,
         store_writes: rv1.saturating_sub(rv0),
         reconciles: rec1 - rec0,
     }];
     say(&format!(
-        "all {} available after {}; {:.2} BMC requests per host",
-        o.hosts,
+        "{} available after {}; {:.2} BMC requests per host",
+        states
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|s| *s == "available")
+            .count(),
         secs(to_available.as_secs_f64()),
         ratio(req1 as f64, o.hosts as f64)
     ));
 
     // Phase 2: available → provisioned (live ISO through virtual media).
-    emu.reset_counters();
-    let started2 = Instant::now();
-    let patch = json!({"spec": {"online": true, "image": {
+    if incomplete.is_none() {
+        emu.reset_counters();
+        let actions0 = emu.state(0).actions.len();
+        let started2 = Instant::now();
+        let patch = json!({"spec": {"online": true, "image": {
         "url": "http://127.0.0.1:1/live.iso", "format": "live-iso"}}});
-    for_each_concurrent(o.hosts, o.create_concurrency, |i| {
-        let api = api.clone();
-        let patch = patch.clone();
-        async move {
-            api.patch(
-                &host_name(i),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .with_context(|| format!("patching {}", host_name(i)))?;
-            Ok(())
-        }
-    })
-    .await?;
-    let to_provisioned = wait_all(&states, o.hosts, "provisioned", started2, deadline).await?;
-    let after_provisioned = procfs::read(pid).unwrap_or_default();
-    let (req2, per2) = bmc_totals(&emu);
-    let rv2 = resource_version(&api).await;
-    let rec2 = reconciles().await.unwrap_or(rec1);
-    phases.push(Phase {
-        name: "available -> provisioned",
-        wall: to_provisioned,
-        requests: req2,
-        max_per_host: per2.iter().copied().max().unwrap_or(0),
-        cpu_secs: after_provisioned.cpu_secs - after_available.cpu_secs,
-        store_writes: rv2.saturating_sub(rv1),
-        reconciles: rec2 - rec1,
-    });
-    say(&format!(
-        "all {} provisioned after {}; {:.2} BMC requests per host",
-        o.hosts,
-        secs(to_provisioned.as_secs_f64()),
-        ratio(req2 as f64, o.hosts as f64)
-    ));
+        for_each_concurrent(o.hosts, o.create_concurrency, |i| {
+            let api = api.clone();
+            let patch = patch.clone();
+            async move {
+                api.patch(
+                    &host_name(i),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .with_context(|| format!("patching {}", host_name(i)))?;
+                Ok(())
+            }
+        })
+        .await?;
+        let to_provisioned =
+            match wait_all(&states, o.hosts, "provisioned", started2, deadline).await {
+                Ok(d) => d,
+                Err(e) => {
+                    incomplete = Some(format!("{e:#}"));
+                    started2.elapsed()
+                }
+            };
+        let after_provisioned = procfs::read(pid).unwrap_or_default();
+        let (req2, per2) = bmc_totals(&emu);
+        let rv2 = resource_version(&api).await;
+        let rec2 = reconciles().await.unwrap_or(rec1);
+        phases.push(Phase {
+            name: "available -> provisioned",
+            wall: to_provisioned,
+            requests: req2,
+            max_per_host: per2.iter().copied().max().unwrap_or(0),
+            methods: by_method(&emu, o.hosts),
+            actions_host0: emu.state(0).actions[actions0..].to_vec(),
+            cpu_secs: after_provisioned.cpu_secs - after_available.cpu_secs,
+            store_writes: rv2.saturating_sub(rv1),
+            reconciles: rec2 - rec1,
+        });
+        say(&format!(
+            "{} provisioned after {}; {:.2} BMC requests per host",
+            states
+                .lock()
+                .unwrap()
+                .values()
+                .filter(|s| *s == "provisioned")
+                .count(),
+            secs(to_provisioned.as_secs_f64()),
+            ratio(req2 as f64, o.hosts as f64)
+        ));
+    }
 
     // Phase 3: steady state, a fixed window of whole poll intervals.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    emu.reset_counters();
-    let cpu_before = procfs::read(pid).map_or(0.0, |r| r.cpu_secs);
-    let rv_before = resource_version(&api).await;
-    let rec_before = reconciles().await.unwrap_or(0.0);
     let window = Duration::from_secs(o.poll_interval * o.steady_intervals);
-    say(&format!(
-        "steady state: counting BMC requests over {} s ({} poll intervals of {} s)",
-        window.as_secs(),
-        o.steady_intervals,
-        o.poll_interval
-    ));
-    tokio::time::sleep(window).await;
-    let (req3, per3) = bmc_totals(&emu);
-    let steady_cpu = procfs::read(pid).map_or(0.0, |r| r.cpu_secs) - cpu_before;
-    let steady_writes = resource_version(&api).await.saturating_sub(rv_before);
-    let steady_reconciles = reconciles().await.unwrap_or(rec_before) - rec_before;
+    let (mut req3, mut steady_max, mut steady_cpu, mut steady_writes, mut steady_reconciles) =
+        (0, 0, 0.0, 0, 0.0);
+    if incomplete.is_none() {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        emu.reset_counters();
+        let cpu_before = procfs::read(pid).map_or(0.0, |r| r.cpu_secs);
+        let rv_before = resource_version(&api).await;
+        let rec_before = reconciles().await.unwrap_or(0.0);
+        say(&format!(
+            "steady state: counting BMC requests over {} s ({} poll intervals of {} s)",
+            window.as_secs(),
+            o.steady_intervals,
+            o.poll_interval
+        ));
+        tokio::time::sleep(window).await;
+        let per3;
+        (req3, per3) = bmc_totals(&emu);
+        steady_cpu = procfs::read(pid).map_or(0.0, |r| r.cpu_secs) - cpu_before;
+        steady_writes = resource_version(&api).await.saturating_sub(rv_before);
+        steady_reconciles = reconciles().await.unwrap_or(rec_before) - rec_before;
+        steady_max = per3.iter().copied().max().unwrap_or(0);
+        say(&format!(
+            "steady state: {req3} BMC requests = {:.2} per host per interval",
+            ratio(req3 as f64, (o.hosts as u64 * o.steady_intervals) as f64)
+        ));
+    }
     let per_host_interval = ratio(req3 as f64, (o.hosts as u64 * o.steady_intervals) as f64);
-    let steady_max = per3.iter().copied().max().unwrap_or(0);
-    say(&format!(
-        "steady state: {req3} BMC requests = {per_host_interval:.2} per host per interval"
-    ));
 
     // Phase 4: operation annotation → BMC action, one sample at a time on distinct hosts.
-    let samples = o.latency_samples.min(o.hosts);
+    let samples = if incomplete.is_none() {
+        o.latency_samples.min(o.hosts)
+    } else {
+        0
+    };
     let stride = (o.hosts / samples.max(1)).max(1);
     let mut latencies = Vec::new();
     let mut missed = 0;
@@ -281,21 +357,34 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         }
     }
     let latency = summarize(&latencies);
+    // What the API server holds, by kind, as served JSON.
+    let mut objects = Vec::new();
+    for (kind, path) in [
+        ("BareMetalHost", "/apis/metal3.io/v1alpha1/baremetalhosts"),
+        ("HardwareData", "/apis/metal3.io/v1alpha1/hardwaredata"),
+        ("Event", "/api/v1/events"),
+        ("Secret", "/api/v1/secrets"),
+    ] {
+        let (count, bytes) = list_size(&client, path).await;
+        objects.push((kind, count, bytes));
+    }
     let end = procfs::read(pid).unwrap_or_default();
     let store_bytes = crate::common::dir_size(&serve.data_dir);
     watch.abort();
     drop(client);
     drop(serve);
     emu.shutdown().await;
-    if latencies.is_empty() && samples > 0 {
-        bail!("no annotation reached the BMC");
-    }
 
     // Report.
     let n = o.hosts as f64;
     let rps = capacity.requests_per_sec;
     let mut rows = vec![
         Row::new("hosts", o.hosts.to_string(), serve_args.join(" ")),
+        Row::new(
+            "completed",
+            if incomplete.is_none() { "yes" } else { "NO" },
+            incomplete.clone().unwrap_or_default(),
+        ),
         Row::new(
             "emulator capacity",
             format!("{rps:.0} GET/s"),
@@ -321,7 +410,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         rows.push(Row::new(
             format!("{}: BMC req/host", p.name),
             format!("{:.2}", ratio(p.requests as f64, n)),
-            format!("max {} on one host", p.max_per_host),
+            format!("max {} on one host; {}", p.max_per_host, p.methods),
         ));
         rows.push(Row::new(
             format!("{}: serve CPU", p.name),
@@ -372,6 +461,17 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         "",
     ));
     rows.push(Row::new("store on disk", mib(store_bytes), ""));
+    for (kind, count, bytes) in &objects {
+        rows.push(Row::new(
+            format!("objects: {kind}"),
+            count.to_string(),
+            format!(
+                "{} as JSON, {:.1} KiB each",
+                mib(*bytes as u64),
+                ratio(*bytes as f64, *count as f64) / 1024.0
+            ),
+        ));
+    }
     let phase_json: Vec<_> = phases
         .iter()
         .map(|p| {
@@ -381,6 +481,8 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
                 "bmc_requests": p.requests,
                 "bmc_requests_per_host": ratio(p.requests as f64, n),
                 "bmc_requests_max_one_host": p.max_per_host,
+                "bmc_requests_per_host_by_method": p.methods,
+                "bmc_actions_host0": p.actions_host0,
                 "emulator_only_limit_secs": ratio(p.requests as f64, rps),
                 "ratio_to_emulator_limit": ratio(p.wall.as_secs_f64(), ratio(p.requests as f64, rps)),
                 "serve_cpu_secs": p.cpu_secs,
@@ -395,6 +497,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         &rows,
         json!({
             "hosts": o.hosts,
+            "incomplete": incomplete,
             "serve_args": serve_args,
             "emulator_capacity": capacity,
             "create_secs": created.as_secs_f64(),
@@ -416,6 +519,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
             "serve_end_rss_bytes": end.rss,
             "serve_cpu_secs_total": end.cpu_secs,
             "store_bytes": store_bytes,
+            "objects": objects.iter().map(|(k, c, b)| json!({"kind": k, "count": c, "json_bytes": b})).collect::<Vec<_>>(),
         }),
     )
 }

@@ -22,6 +22,7 @@ use crate::stats::{Row, mib, ratio, secs};
 pub struct Opts {
     pub hosts: usize,
     pub concurrency: usize,
+    pub ironic_concurrency: usize,
     pub timeout: u64,
     pub ferrometal: Option<PathBuf>,
     pub keep: bool,
@@ -296,16 +297,29 @@ impl Ironic {
             .header("X-OpenStack-Ironic-API-Version", "latest")
     }
 
-    /// Sends until the answer is not 409 (node locked) or 503; returns the body.
+    /// Sends until the answer is not 409 (node locked) or 503; returns the body. A request
+    /// that times out is retried when `accepted` (checked first) says it did not land.
     async fn send(
         &self,
         method: reqwest::Method,
         path: &str,
         body: &Value,
         deadline: Instant,
+        accepted: Option<(&str, &str)>,
     ) -> anyhow::Result<Value> {
         loop {
-            let r = self.req(method.clone(), path).json(body).send().await?;
+            let r = match self.req(method.clone(), path).json(body).send().await {
+                Ok(r) => r,
+                Err(e) if e.is_timeout() && Instant::now() < deadline => {
+                    if let Some((node, from)) = accepted
+                        && self.provision_state(node).await.is_some_and(|s| s != from)
+                    {
+                        return Ok(Value::Null);
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             let status = r.status();
             if (status.as_u16() == 409 || status.as_u16() == 503) && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -317,6 +331,21 @@ impl Ironic {
             }
             return Ok(serde_json::from_str(&text).unwrap_or(Value::Null));
         }
+    }
+
+    async fn provision_state(&self, node: &str) -> Option<String> {
+        let v: Value = self
+            .req(
+                reqwest::Method::GET,
+                &format!("/v1/nodes/{node}?fields=provision_state"),
+            )
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        v["provision_state"].as_str().map(str::to_string)
     }
 
     /// uuid → (provision_state, last_error) of every node, paging by 1000.
@@ -414,7 +443,7 @@ async fn ironic_side(
     let sampler = PeakSampler::start(pid, Duration::from_millis(200));
     let ironic = Ironic {
         http: reqwest::Client::builder()
-            .timeout(Duration::from_secs(60))
+            .timeout(Duration::from_secs(30))
             .build()?,
         base: format!("http://127.0.0.1:{port}"),
     };
@@ -424,7 +453,7 @@ async fn ironic_side(
     let log = Log::mark(sushy_log);
     let started = Instant::now();
     let uuids = std::sync::Arc::new(std::sync::Mutex::new(vec![String::new(); o.hosts]));
-    for_each_concurrent(o.hosts, o.concurrency, |i| {
+    for_each_concurrent(o.hosts, o.ironic_concurrency, |i| {
         let ironic = &ironic;
         let uuids = uuids.clone();
         async move {
@@ -440,7 +469,7 @@ async fn ironic_side(
                 },
             });
             let v = ironic
-                .send(reqwest::Method::POST, "/v1/nodes", &body, deadline)
+                .send(reqwest::Method::POST, "/v1/nodes", &body, deadline, None)
                 .await?;
             uuids.lock().unwrap()[i] = v["uuid"].as_str().unwrap_or_default().to_string();
             Ok(())
@@ -455,11 +484,15 @@ async fn ironic_side(
     ));
     let uuids = uuids.lock().unwrap().clone();
     let mut phases = vec![("enroll".to_string(), created)];
-    for (target, state) in [("manage", "manageable"), ("provide", "available")] {
+    for (target, from, state) in [
+        ("manage", "enroll", "manageable"),
+        ("provide", "manageable", "available"),
+    ] {
         let t = Instant::now();
-        for_each_concurrent(o.hosts, o.concurrency, |i| {
+        for_each_concurrent(o.hosts, o.ironic_concurrency, |i| {
             let ironic = &ironic;
-            let path = format!("/v1/nodes/{}/states/provision", uuids[i]);
+            let node = uuids[i].clone();
+            let path = format!("/v1/nodes/{node}/states/provision");
             async move {
                 ironic
                     .send(
@@ -467,6 +500,7 @@ async fn ironic_side(
                         &path,
                         &json!({"target": target}),
                         deadline,
+                        Some((&node, from)),
                     )
                     .await?;
                 Ok(())
