@@ -354,3 +354,71 @@ async fn detached_hosts_leave_ironic_untouched_and_come_back_adopted() {
     );
     assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "On");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_recover_when_ironic_loses_its_database() {
+    let sushy = peers::Sushy::start(2, "admin:password");
+    let files = peers::FileServer::start();
+    let ironic = Ironic::start();
+    let stack = Stack::start(&ironic).await;
+    stack.secret("bmc", "password").await;
+    let address = |uuid: &str| {
+        sushy
+            .address(uuid)
+            .replace("redfish+http", "redfish-virtualmedia+http")
+    };
+    let url = files.url("live.iso");
+    let plain = json!({"inspectionMode": "disabled", "automatedCleaningMode": "disabled"});
+    stack
+        .host(
+            "ready",
+            &address("00000000-0000-4000-8000-000000000001"),
+            "bmc",
+            plain.clone(),
+        )
+        .await;
+    let mut deployed = plain;
+    deployed["online"] = json!(true);
+    deployed["image"] = json!({"url": url, "format": "live-iso"});
+    stack
+        .host("deployed", &address(peers::SUSHY_SYSTEM_0), "bmc", deployed)
+        .await;
+    stack
+        .wait("ready", "available", |h| state(h) == S::Available)
+        .await;
+    stack
+        .wait("deployed", "provisioned", |h| state(h) == S::Provisioned)
+        .await;
+    let before = changes(&sushy);
+
+    ironic.restart_with_empty_database();
+    assert!(ironic.node("default~deployed").is_none());
+
+    // The controllers' power polls find the nodes gone; the backend registers them again,
+    // makes the available one available and adopts the provisioned one.
+    let mut rounds = 0;
+    while ironic.state("default~ready").as_deref() != Some("available")
+        || ironic.state("default~deployed").as_deref() != Some("active")
+    {
+        rounds += 1;
+        assert!(
+            rounds < 900,
+            "hosts never recovered: {:?} {:?}",
+            ironic.state("default~ready"),
+            ironic.state("default~deployed")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        state(&stack.hosts.get("deployed").await.unwrap()),
+        S::Provisioned
+    );
+    assert_eq!(
+        state(&stack.hosts.get("ready").await.unwrap()),
+        S::Available
+    );
+    let after = changes(&sushy);
+    let inserts = |l: &[String]| l.iter().filter(|l| l.contains("InsertMedia")).count();
+    assert_eq!(inserts(&after), inserts(&before), "deployed again");
+    assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "On");
+}
