@@ -123,12 +123,11 @@ impl Client {
         let mut attempt = 0;
         loop {
             match self.once(method.clone(), path, body).await {
-                Err(ApiError::Locked(m)) if attempt < self.retry.attempts => {
+                Err(ApiError::Locked(_)) if attempt < self.retry.attempts => {
                     tracing::debug!(%path, attempt, "ironic node locked; retrying");
                     attempt += 1;
                     tokio::time::sleep(backoff).await;
                     backoff *= 2;
-                    let _ = m;
                 }
                 other => return other,
             }
@@ -299,5 +298,75 @@ mod tests {
         assert!(is_lock_message(&fault_string(body)));
         assert_eq!(fault_string(b"plain"), "plain");
         assert_eq!(fault_string(&[b'x'; 900]).chars().count(), 501);
+    }
+
+    /// A raw HTTP server answering the given responses in order, one per connection.
+    fn serve(answers: Vec<(u16, &'static str)>) -> (u16, std::thread::JoinHandle<usize>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let handle = std::thread::spawn(move || {
+            let mut served = 0;
+            for (status, body) in answers {
+                let (mut conn, _) = listener.accept().unwrap();
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                conn.write_all(reply.as_bytes()).unwrap();
+                served += 1;
+            }
+            served
+        });
+        (port, handle)
+    }
+
+    const LOCKED: &str = r#"{"error_message": "{\"faultstring\": \"Node n is locked by host h, please retry after the current operation is completed.\"}"}"#;
+
+    #[tokio::test]
+    async fn locked_nodes_are_retried_a_bounded_number_of_times() {
+        let retry = LockRetry {
+            attempts: 2,
+            first_backoff: Duration::from_millis(1),
+        };
+        let (port, server) = serve(vec![(409, LOCKED), (409, LOCKED), (200, r#"{"ok": 1}"#)]);
+        let c = Client::new(
+            IronicEndpoint::new(format!("http://127.0.0.1:{port}")),
+            Duration::from_secs(5),
+            retry,
+        );
+        assert_eq!(c.get("/v1/nodes/n").await.unwrap()["ok"], 1);
+        assert_eq!(server.join().unwrap(), 3);
+
+        let (port, server) = serve(vec![(409, LOCKED), (409, LOCKED), (409, LOCKED)]);
+        let c = Client::new(
+            IronicEndpoint::new(format!("http://127.0.0.1:{port}")),
+            Duration::from_secs(5),
+            retry,
+        );
+        assert!(matches!(
+            c.get("/v1/nodes/n").await,
+            Err(ApiError::Locked(_))
+        ));
+        assert_eq!(server.join().unwrap(), 3);
+
+        // Other conflicts are not retried.
+        let (port, server) = serve(vec![(409, r#"{"faultstring": "MAC already exists"}"#)]);
+        let c = Client::new(
+            IronicEndpoint::new(format!("http://127.0.0.1:{port}")),
+            Duration::from_secs(5),
+            retry,
+        );
+        let err = c.get("/v1/ports").await.unwrap_err();
+        assert_eq!(
+            err,
+            ApiError::Status {
+                status: 409,
+                message: "MAC already exists".into()
+            }
+        );
+        assert_eq!(server.join().unwrap(), 1);
     }
 }

@@ -1213,3 +1213,32 @@ impl Provisioner for IronicProvisioner {
         self.finish(host, r)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrometal_bmc::{BmcAddress, Credentials};
+
+    #[test]
+    fn passwords_never_leave_in_messages() {
+        let host = HostInfo {
+            key: "ns~h".into(),
+            provisioner_id: String::new(),
+            bmc: BmcAddress::parse("redfish://10.0.0.1/redfish/v1/Systems/1").unwrap(),
+            credentials: Credentials::new("admin", "hunter22"),
+            disable_certificate_verification: false,
+            boot_mac_address: None,
+            boot_mode: None,
+            inspection_mode: InspectionMode::Disabled,
+            root_device_hints: None,
+            automated_cleaning_mode: AutomatedCleaningMode::Disabled,
+            disable_power_off: false,
+        };
+        let e = registration_error(&host, "HTTP 401 Unauthorized for user admin / hunter22");
+        assert_eq!(e.kind, ErrorKind::Credentials);
+        assert!(!e.message.contains("hunter22"), "{e}");
+        assert!(e.message.contains("10.0.0.1:443"), "{e}");
+        let e = registration_error(&host, "connection refused");
+        assert_eq!(e.kind, ErrorKind::Failed);
+    }
+}
