@@ -28,6 +28,21 @@ impl IronicEndpoint {
         }
     }
 
+    /// An Ironic that is already running (`--ironic-url`), with HTTP basic credentials from
+    /// `FERROMETAL_IRONIC_USERNAME` / `FERROMETAL_IRONIC_PASSWORD` when both are set.
+    pub fn existing(url: impl Into<String>) -> IronicEndpoint {
+        let endpoint = IronicEndpoint::new(url);
+        match (
+            std::env::var("FERROMETAL_IRONIC_USERNAME"),
+            std::env::var("FERROMETAL_IRONIC_PASSWORD"),
+        ) {
+            (Ok(user), Ok(password)) if !user.is_empty() => {
+                endpoint.with_basic_auth(user, password)
+            }
+            _ => endpoint,
+        }
+    }
+
     pub fn with_basic_auth(
         mut self,
         user: impl Into<String>,

@@ -48,6 +48,11 @@ pub struct IronicOptions {
     pub lock_retry: LockRetry,
     /// `ipmi_cipher_suite` for IPMI BMCs (3 is the suite IPMI 2.0 makes mandatory).
     pub ipmi_cipher_suite: Option<u8>,
+    /// Agent ramdisk URLs for disk-image deploys and cleaning (kernel + initramfs for network
+    /// boot, ISO for virtual media). Live ISOs and adoption need none.
+    pub deploy_kernel: Option<String>,
+    pub deploy_ramdisk: Option<String>,
+    pub deploy_iso: Option<String>,
     /// How long a soft power-off may take before the host is switched off hard.
     pub soft_power_off_grace: Duration,
     /// How long a positive readiness answer and a capacity count are reused.
@@ -65,6 +70,9 @@ impl IronicOptions {
             poll_interval: Duration::from_secs(2),
             lock_retry: LockRetry::default(),
             ipmi_cipher_suite: Some(3),
+            deploy_kernel: None,
+            deploy_ramdisk: None,
+            deploy_iso: None,
             soft_power_off_grace: Duration::from_secs(180),
             cache_ttl: Duration::from_secs(5),
             page_size: 500,
@@ -189,6 +197,9 @@ impl IronicProvisioner {
     fn driver_opts(&self) -> DriverInfoOptions {
         DriverInfoOptions {
             ipmi_cipher_suite: self.options.ipmi_cipher_suite,
+            deploy_kernel: self.options.deploy_kernel.clone(),
+            deploy_ramdisk: self.options.deploy_ramdisk.clone(),
+            deploy_iso: self.options.deploy_iso.clone(),
         }
     }
 

@@ -65,6 +65,11 @@ pub fn driver_for(flavour: Flavour) -> Driver {
 pub struct DriverInfoOptions {
     /// `ipmi_cipher_suite`; 3 is the one IPMI 2.0 requires every BMC to offer.
     pub ipmi_cipher_suite: Option<u8>,
+    /// The agent ramdisk Ironic boots to write disk images and clean (`direct` deploys):
+    /// kernel and initramfs URLs for network boot, an ISO for virtual media.
+    pub deploy_kernel: Option<String>,
+    pub deploy_ramdisk: Option<String>,
+    pub deploy_iso: Option<String>,
 }
 
 /// driver_info with the BMC address and credentials. Contains the password: never log it.
@@ -89,6 +94,15 @@ pub fn driver_info(host: &HostInfo, opts: &DriverInfoOptions) -> Value {
         info.insert("redfish_password".into(), json!(creds.password()));
         if host.disable_certificate_verification {
             info.insert("redfish_verify_ca".into(), json!(false));
+        }
+    }
+    for (key, value) in [
+        ("deploy_kernel", &opts.deploy_kernel),
+        ("deploy_ramdisk", &opts.deploy_ramdisk),
+        ("deploy_iso", &opts.deploy_iso),
+    ] {
+        if let Some(v) = value {
+            info.insert(key.into(), json!(v));
         }
     }
     Value::Object(info)
@@ -548,12 +562,17 @@ mod tests {
             &h,
             &DriverInfoOptions {
                 ipmi_cipher_suite: Some(3),
+                deploy_kernel: Some("http://i/ipa.kernel".into()),
+                deploy_ramdisk: Some("http://i/ipa.initramfs".into()),
+                deploy_iso: None,
             },
         );
         assert_eq!(info["ipmi_address"], "10.0.0.2");
         assert_eq!(info["ipmi_port"], 6230);
         assert_eq!(info["ipmi_priv_level"], "ADMINISTRATOR");
         assert_eq!(info["ipmi_cipher_suite"], 3);
+        assert_eq!(info["deploy_kernel"], "http://i/ipa.kernel");
+        assert!(info.get("deploy_iso").is_none());
         let body = create_body(&h, &DriverInfoOptions::default());
         assert_eq!(body["name"], "ns~h1");
         assert_eq!(body["driver"], "ipmi");
