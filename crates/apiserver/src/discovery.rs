@@ -108,14 +108,30 @@ pub fn serve(core: &Core, doc: Doc, headers: &HeaderMap) -> Result<Response, Api
         Doc::GroupVersion(g, v) => {
             resource_list(&snap, &g, &v).map_or_else(|| Err(ApiError::path_not_found()), ok)
         }
-        Doc::OpenApiV2 => ok(openapi::v2_document(&schemas(&snap, None))),
+        Doc::OpenApiV2 => ok(openapi::v2_document_with_plurals(
+            &schemas(&snap, None),
+            &|r| plural_of(&snap, r),
+        )),
         Doc::OpenApiV3 => {
             let gvs: Vec<(String, String)> = snap
                 .group_versions()
                 .into_iter()
                 .flat_map(|(g, vs)| vs.into_iter().map(move |v| (g.clone(), v)))
                 .collect();
-            ok(openapi::v3_index(&gvs))
+            // The index hashes each document, so a changed CRD schema gets a new URL and kubectl
+            // does not keep using a cached one.
+            let docs: Vec<(String, String, Value)> = gvs
+                .into_iter()
+                .map(|(g, v)| {
+                    let doc = v3_document(&snap, &g, &v);
+                    (g, v, doc)
+                })
+                .collect();
+            let refs: Vec<(String, String, &Value)> = docs
+                .iter()
+                .map(|(g, v, d)| (g.clone(), v.clone(), d))
+                .collect();
+            ok(openapi::v3_index_with_documents(&refs))
         }
         Doc::OpenApiV3Gv(g, v) => {
             if !snap
@@ -125,11 +141,30 @@ pub fn serve(core: &Core, doc: Doc, headers: &HeaderMap) -> Result<Response, Api
             {
                 return Err(ApiError::path_not_found());
             }
-            let mut doc = openapi::v3_document(&g, &v, &schemas(&snap, Some((&g, &v))));
-            add_write_params(&mut doc);
-            ok(doc)
+            ok(v3_document(&snap, &g, &v))
         }
     }
+}
+
+/// One group version's OpenAPI v3 document, with the resources' real plurals (a guessed one,
+/// e.g. "hardwaredatas", makes `kubectl explain` miss the resource).
+fn v3_document(snap: &Arc<Snapshot>, group: &str, version: &str) -> Value {
+    let mut doc = openapi::v3_document_with_plurals(
+        group,
+        version,
+        &schemas(snap, Some((group, version))),
+        &|r| plural_of(snap, r),
+    );
+    add_write_params(&mut doc);
+    doc
+}
+
+fn plural_of(snap: &Snapshot, r: &ResourceSchema) -> String {
+    snap.resources
+        .iter()
+        .find(|x| x.group == r.group && x.version == r.version && x.kind == r.kind)
+        .map(|x| x.plural.clone())
+        .unwrap_or_else(|| r.guessed_plural())
 }
 
 /// Declares the write query parameters on every write operation. kubectl looks for

@@ -402,10 +402,17 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, Vec<Cause>> {
                 Ok(s) => Some(s),
                 Err(errs) => {
                     for e in errs {
-                        let sub = if e.field.is_empty() {
+                        // The compiler names fields from the schema root as
+                        // "spec.validation.openAPIV3Schema…"; re-root them at this version.
+                        let field = e
+                            .field
+                            .strip_prefix(ferrometal_crdschema::SCHEMA_FIELD_PREFIX)
+                            .unwrap_or(&e.field)
+                            .trim_start_matches('.');
+                        let sub = if field.is_empty() {
                             String::new()
                         } else {
-                            format!(".{}", e.field)
+                            format!(".{field}")
                         };
                         causes.push(cause(
                             &format!("spec.versions[{i}].schema.openAPIV3Schema{sub}"),

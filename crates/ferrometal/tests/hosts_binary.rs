@@ -210,6 +210,15 @@ async fn controller_against_a_separate_serve_is_cluster_mode() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(crds, "controller installed the CRDs");
+    // kubectl explain finds the CRDs through the OpenAPI documents (real plurals).
+    assert!(
+        s.ok(&["explain", "hardwaredata.spec.hardware"])
+            .contains("KIND:       HardwareData")
+    );
+    assert!(
+        s.ok(&["explain", "bmh.spec.bmc"])
+            .contains("credentialsName")
+    );
     let names = vec![(1, "remote".to_string())];
     s.kubectl_stdin(&["apply", "-f", "-"], Some(&hosts_yaml(&emu, &names)));
     wait_all(&s, 1, "available");
