@@ -116,6 +116,8 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         error_backoff: 2,
         label_selector: None,
         metrics_listen: Some("127.0.0.1:0".parse()?),
+        ironic_url: None,
+        ironic_data_dir: None,
     };
     let controllers = tokio::spawn(controllers::run(
         client.clone(),

@@ -84,9 +84,14 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         let client = server.client();
         crate::controllers::install_crds(&client).await?;
         let requests = Arc::new(crate::controllers::BmcRequests::default());
+        let mut controller_args = args.controllers.clone();
+        if controller_args.ironic_data_dir.is_none() {
+            // A supervised Ironic lives beside the store.
+            controller_args.ironic_data_dir = Some(args.data_dir.clone());
+        }
         Some(tokio::spawn(crate::controllers::run(
             client,
-            args.controllers.clone(),
+            controller_args,
             requests,
             async move {
                 let _ = controllers_stopped.await;
@@ -98,10 +103,28 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         let server = server.clone();
         async move { server.serve(listener).await }
     });
-    shutdown_signal().await;
+    // Controllers that stop on their own (e.g. a supervised Ironic that cannot start) end the
+    // process with their error rather than leaving an API server that manages nothing.
+    let mut controllers = controllers;
+    let failed = match controllers.as_mut() {
+        Some(task) => tokio::select! {
+            _ = shutdown_signal() => None,
+            ended = task => Some(match ended {
+                Ok(Ok(())) => anyhow::anyhow!("the controllers stopped unexpectedly"),
+                Ok(Err(e)) => e,
+                Err(e) => anyhow::anyhow!("the controllers panicked: {e}"),
+            }),
+        },
+        None => {
+            shutdown_signal().await;
+            None
+        }
+    };
     tracing::info!("shutting down");
     let _ = stop_controllers.send(());
-    if let Some(controllers) = controllers {
+    if failed.is_none()
+        && let Some(controllers) = controllers
+    {
         match tokio::time::timeout(std::time::Duration::from_secs(20), controllers).await {
             Ok(Ok(Err(e))) => tracing::error!(error = %e, "controllers stopped with an error"),
             Err(_) => tracing::warn!("controllers did not stop within 20s"),
@@ -110,6 +133,9 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     }
     server.shutdown().await;
     serving.await??;
+    if let Some(e) = failed {
+        return Err(e.context("controllers"));
+    }
     Ok(std::process::ExitCode::SUCCESS)
 }
 

@@ -12,6 +12,9 @@ use ferrometal_bmc::{Protocol, RequestObserver};
 use ferrometal_controller::ControllerConfig;
 use ferrometal_provisioner::Provisioner;
 use ferrometal_provisioner::fixture::FixtureProvisioner;
+use ferrometal_provisioner::ironic::{
+    IronicEndpoint, IronicOptions, IronicProvisioner, IronicSupervisor, SupervisorConfig,
+};
 use ferrometal_provisioner::redfish::{RedfishOptions, RedfishProvisioner};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
@@ -22,6 +25,8 @@ pub enum ProvisionerKind {
     Redfish,
     /// In-memory, for tests and benchmarks: touches no BMC.
     Fixture,
+    /// OpenStack Ironic: supervised by ferrometal, or an existing one with `--ironic-url`.
+    Ironic,
 }
 
 /// Controller flags shared by every command that runs controllers.
@@ -51,6 +56,14 @@ pub struct ControllerArgs {
     /// Serve Prometheus metrics on this address (`/metrics`).
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
+    /// With `--provisioner ironic`: use this Ironic instead of starting one (basic-auth
+    /// credentials from FERROMETAL_IRONIC_USERNAME / FERROMETAL_IRONIC_PASSWORD).
+    #[arg(long)]
+    pub ironic_url: Option<String>,
+    /// With `--provisioner ironic` and no `--ironic-url`: where the supervised Ironic keeps its
+    /// config and SQLite database (`serve` uses its own data directory).
+    #[arg(long)]
+    pub ironic_data_dir: Option<std::path::PathBuf>,
 }
 
 /// BMC requests sent, by protocol and method, for /metrics and the demo summary.
@@ -112,18 +125,45 @@ impl ControllerArgs {
         }
     }
 
-    pub fn provisioner(&self, requests: Arc<BmcRequests>) -> Arc<dyn Provisioner> {
-        match self.provisioner {
-            ProvisionerKind::Redfish => Arc::new(RedfishProvisioner::new(RedfishOptions {
-                request_timeout: Duration::from_secs(self.bmc_timeout.max(1)),
-                max_busy: self.max_busy,
-                observer: Some(requests),
-                ..RedfishOptions::default()
-            })),
-            ProvisionerKind::Fixture => {
-                Arc::new(FixtureProvisioner::new().with_capacity(self.max_busy))
+    /// The provisioner, and the Ironic this process supervises for it (if any): it runs as
+    /// long as the returned supervisor lives.
+    pub async fn provisioner(
+        &self,
+        requests: Arc<BmcRequests>,
+    ) -> anyhow::Result<(Arc<dyn Provisioner>, Option<IronicSupervisor>)> {
+        Ok(match self.provisioner {
+            ProvisionerKind::Redfish => (
+                Arc::new(RedfishProvisioner::new(RedfishOptions {
+                    request_timeout: Duration::from_secs(self.bmc_timeout.max(1)),
+                    max_busy: self.max_busy,
+                    observer: Some(requests),
+                    ..RedfishOptions::default()
+                })),
+                None,
+            ),
+            ProvisionerKind::Fixture => (
+                Arc::new(FixtureProvisioner::new().with_capacity(self.max_busy)),
+                None,
+            ),
+            ProvisionerKind::Ironic => {
+                let (endpoint, supervisor) = match (&self.ironic_url, &self.ironic_data_dir) {
+                    (Some(url), _) => (IronicEndpoint::existing(url.clone()), None),
+                    (None, Some(dir)) => {
+                        let supervisor = IronicSupervisor::start(SupervisorConfig::new(dir))
+                            .await
+                            .context("starting Ironic")?;
+                        tracing::info!(url = %supervisor.endpoint().url, "supervising Ironic");
+                        (supervisor.endpoint(), Some(supervisor))
+                    }
+                    (None, None) => anyhow::bail!(
+                        "--provisioner ironic needs --ironic-url or --ironic-data-dir"
+                    ),
+                };
+                let mut options = IronicOptions::new(endpoint);
+                options.max_busy = self.max_busy;
+                (Arc::new(IronicProvisioner::new(options)), supervisor)
             }
-        }
+        })
     }
 }
 
@@ -154,8 +194,12 @@ pub async fn run(
         tracing::info!(%addr, "serving /metrics");
         tokio::spawn(serve_metrics(listener, requests.clone()));
     }
-    let provisioner = args.provisioner(requests);
-    ferrometal_controller::run(client, provisioner, args.config(), shutdown).await
+    let (provisioner, ironic) = args.provisioner(requests).await?;
+    let result = ferrometal_controller::run(client, provisioner, args.config(), shutdown).await;
+    if let Some(ironic) = ironic {
+        ironic.shutdown().await;
+    }
+    result
 }
 
 /// Prometheus text: the controller's metrics plus BMC request counters.

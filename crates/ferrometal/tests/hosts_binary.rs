@@ -293,3 +293,54 @@ fn demo_exits_with_every_host_where_expected() {
     );
     assert!(stdout.contains("kubectl --kubeconfig"), "{stdout}");
 }
+
+#[path = "../../bmc/tests/common/mod.rs"]
+mod peers;
+
+/// `serve --provisioner ironic` starts and supervises its own Ironic (from the project venv) and
+/// drives a sushy-tools host through it to available and a live ISO.
+#[test]
+fn serve_with_a_supervised_ironic() {
+    let sushy = peers::Sushy::start(1, "admin:password");
+    let files = peers::FileServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(
+        dir.path(),
+        free_port(),
+        &[
+            "--provisioner",
+            "ironic",
+            "--power-poll-interval",
+            "3",
+            "--error-backoff",
+            "2",
+        ],
+    );
+    let address = sushy
+        .address(peers::SUSHY_SYSTEM_0)
+        .replace("redfish+http", "redfish-virtualmedia+http");
+    let yaml = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: bmc, namespace: default}}\nstringData: {{username: admin, password: password}}\n---\napiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: via-ironic, namespace: default}}\nspec:\n  online: false\n  inspectionMode: disabled\n  automatedCleaningMode: disabled\n  bmc: {{address: \"{address}\", credentialsName: bmc}}\n"
+    );
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&yaml));
+    wait_all(&s, 1, "available");
+    let patch = format!(
+        r#"{{"spec":{{"online":true,"image":{{"url":"{}","format":"live-iso"}}}}}}"#,
+        files.url("live.iso")
+    );
+    s.ok(&[
+        "patch",
+        "bmh",
+        "via-ironic",
+        "--type",
+        "merge",
+        "-p",
+        &patch,
+    ]);
+    wait_all(&s, 1, "provisioned");
+    let cd = sushy.virtual_cd(peers::SUSHY_SYSTEM_0);
+    assert_eq!(cd["Inserted"], true);
+    assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "On");
+    // Ironic's files live beside the store.
+    assert!(dir.path().join("ironic").is_dir());
+}

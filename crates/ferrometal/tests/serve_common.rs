@@ -34,6 +34,12 @@ pub fn serve(dir: &Path, port: u16, extra: &[&str]) -> Serve {
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(extra)
             .env("FERROMETAL_LOG", "warn")
+            // `--provisioner ironic` finds the `ironic` the project's scripts install here.
+            .env(
+                "FERROMETAL_VENV",
+                std::env::var_os("FERROMETAL_VENV")
+                    .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../../.venv").into()),
+            )
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
             .spawn()
