@@ -331,7 +331,10 @@ pub fn say(line: &str) {
     let _ = out.flush();
 }
 
-/// Prints the table and writes `bench/results/{scenario}-{n}.json`.
+/// Appended to result file names (`--tag`), so variants do not overwrite the default run.
+pub static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Prints the table and writes `bench/results/{scenario}-{n}[-{tag}].json`.
 pub fn finish(
     scenario: &str,
     n: usize,
@@ -342,7 +345,11 @@ pub fn finish(
     print!("{}", table(rows));
     let dir = workspace_root().join("bench").join("results");
     std::fs::create_dir_all(&dir)?;
-    let path = dir.join(format!("{scenario}-{n}.json"));
+    let file = match TAG.get().filter(|t| !t.is_empty()) {
+        Some(tag) => format!("{scenario}-{n}-{tag}.json"),
+        None => format!("{scenario}-{n}.json"),
+    };
+    let path = dir.join(&file);
     let doc = serde_json::json!({
         "scenario": scenario,
         "n": n,
@@ -352,7 +359,7 @@ pub fn finish(
         "results": json,
     });
     std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
-    say(&format!("wrote bench/results/{scenario}-{n}.json"));
+    say(&format!("wrote bench/results/{file}"));
     Ok(())
 }
 

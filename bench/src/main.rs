@@ -28,6 +28,9 @@ struct Cli {
     /// Keep the scratch directories (data dirs, logs) instead of removing them.
     #[arg(long, global = true)]
     keep: bool,
+    /// Suffix for the result file (`bench/results/SCENARIO-N-TAG.json`), for variant runs.
+    #[arg(long, global = true)]
+    tag: Option<String>,
     #[command(subcommand)]
     scenario: Scenario,
 }
@@ -104,6 +107,9 @@ enum Scenario {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(tag) = &cli.tag {
+        let _ = common::TAG.set(tag.clone());
+    }
     let result = match cli.scenario {
         Scenario::Scale {
             hosts,

@@ -310,7 +310,9 @@ impl Ironic {
         loop {
             let r = match self.req(method.clone(), path).json(body).send().await {
                 Ok(r) => r,
-                Err(e) if e.is_timeout() && Instant::now() < deadline => {
+                // Timeouts and connections Ironic closed under load: retry, unless it landed.
+                Err(_) if accepted.is_some() && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                     if let Some((node, from)) = accepted
                         && self.provision_state(node).await.is_some_and(|s| s != from)
                     {
@@ -326,6 +328,13 @@ impl Ironic {
                 continue;
             }
             let text = r.text().await?;
+            // A retried state change whose first attempt did land is answered 400.
+            if status.as_u16() == 400
+                && let Some((node, from)) = accepted
+                && self.provision_state(node).await.is_some_and(|s| s != from)
+            {
+                return Ok(Value::Null);
+            }
             if !status.is_success() {
                 bail!("{method} {path}: {status}: {text}");
             }
@@ -444,6 +453,8 @@ async fn ironic_side(
     let ironic = Ironic {
         http: reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
+            // Ironic's API server drops idle keep-alive connections: a fresh one per request.
+            .pool_max_idle_per_host(0)
             .build()?,
         base: format!("http://127.0.0.1:{port}"),
     };
