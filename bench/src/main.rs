@@ -77,6 +77,9 @@ enum Scenario {
         /// Give up on a side after this many seconds.
         #[arg(long, default_value_t = 1200)]
         timeout: u64,
+        /// Run the ferrometal side only.
+        #[arg(long)]
+        skip_ironic: bool,
     },
     /// The embedded API server alone: creates/s, list latency, watch fan-out, store size.
     Apiserver {
@@ -140,12 +143,14 @@ async fn main() -> std::process::ExitCode {
             concurrency,
             ironic_concurrency,
             timeout,
+            skip_ironic,
         } => {
             vs_ironic::run(vs_ironic::Opts {
                 hosts: hosts.max(1),
                 concurrency,
                 ironic_concurrency: ironic_concurrency.max(1),
                 timeout,
+                skip_ironic,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,
             })

@@ -24,6 +24,8 @@ pub struct Opts {
     pub concurrency: usize,
     pub ironic_concurrency: usize,
     pub timeout: u64,
+    /// Leave Ironic out (when it cannot finish in the time available).
+    pub skip_ironic: bool,
     pub ferrometal: Option<PathBuf>,
     pub keep: bool,
 }
@@ -129,7 +131,11 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
             error: Some(format!("{e:#}")),
             ..Side::default()
         });
-        let ir = ironic_side(&o, &scratch.path, &sushy_url, &sushy_log).await;
+        let ir = if o.skip_ironic {
+            Err(anyhow::anyhow!("not run (--skip-ironic)"))
+        } else {
+            ironic_side(&o, &scratch.path, &sushy_url, &sushy_log).await
+        };
         let ir = ir.unwrap_or_else(|e| Side {
             error: Some(format!("{e:#}")),
             ..Side::default()
