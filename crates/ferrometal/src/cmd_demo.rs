@@ -111,7 +111,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         provisioner: ProvisionerKind::Redfish,
         power_poll_interval: 30,
         concurrency: 32,
-        max_busy: 20,
+        max_busy: None,
         bmc_timeout: 5,
         error_backoff: 2,
         label_selector: None,

@@ -42,8 +42,10 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = 32)]
     pub concurrency: u16,
     /// Hosts inspecting, provisioning or deprovisioning at once; more wait as `delayed`.
-    #[arg(long, default_value_t = 20)]
-    pub max_busy: usize,
+    /// Default: 1000 with `redfish` (each step is a few BMC requests, nothing heavy to
+    /// protect), 20 with `ironic` and `fixture` (metal3's limit, sized for Ironic's conductor).
+    #[arg(long)]
+    pub max_busy: Option<usize>,
     /// Per-request BMC timeout, in seconds.
     #[arg(long, default_value_t = 10)]
     pub bmc_timeout: u64,
@@ -135,14 +137,14 @@ impl ControllerArgs {
             ProvisionerKind::Redfish => (
                 Arc::new(RedfishProvisioner::new(RedfishOptions {
                     request_timeout: Duration::from_secs(self.bmc_timeout.max(1)),
-                    max_busy: self.max_busy,
+                    max_busy: self.max_busy.unwrap_or(1000),
                     observer: Some(requests),
                     ..RedfishOptions::default()
                 })),
                 None,
             ),
             ProvisionerKind::Fixture => (
-                Arc::new(FixtureProvisioner::new().with_capacity(self.max_busy)),
+                Arc::new(FixtureProvisioner::new().with_capacity(self.max_busy.unwrap_or(20))),
                 None,
             ),
             ProvisionerKind::Ironic => {
@@ -160,7 +162,7 @@ impl ControllerArgs {
                     ),
                 };
                 let mut options = IronicOptions::new(endpoint);
-                options.max_busy = self.max_busy;
+                options.max_busy = self.max_busy.unwrap_or(20);
                 (Arc::new(IronicProvisioner::new(options)), supervisor)
             }
         })
