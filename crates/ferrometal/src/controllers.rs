@@ -3,12 +3,12 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::ValueEnum;
-use ferrometal_bmc::{Protocol, RequestObserver};
+use ferrometal_bmc::RequestCounter;
 use ferrometal_controller::ControllerConfig;
 use ferrometal_provisioner::Provisioner;
 use ferrometal_provisioner::fixture::FixtureProvisioner;
@@ -68,52 +68,27 @@ pub struct ControllerArgs {
     pub ironic_data_dir: Option<std::path::PathBuf>,
 }
 
-/// BMC requests sent, by protocol and method, for /metrics and the demo summary.
-#[derive(Default)]
-pub struct BmcRequests {
-    counts: [AtomicU64; 6],
-}
+/// BMC requests sent, counted by the BMC layer's own observer; shown on /metrics.
+pub type BmcRequests = RequestCounter;
 
-const BMC_METHODS: [(&str, &str); 6] = [
-    ("redfish", "GET"),
-    ("redfish", "POST"),
-    ("redfish", "PATCH"),
-    ("redfish", "DELETE"),
-    ("redfish", "OTHER"),
-    ("ipmi", "IPMI"),
-];
-
-impl RequestObserver for BmcRequests {
-    fn on_request(&self, protocol: Protocol, method: &'static str) {
-        let index = match (protocol, method) {
-            (Protocol::Ipmi, _) => 5,
-            (_, "GET") => 0,
-            (_, "POST") => 1,
-            (_, "PATCH") => 2,
-            (_, "DELETE") => 3,
-            _ => 4,
-        };
-        self.counts[index].fetch_add(1, Ordering::Relaxed);
+fn bmc_exposition(requests: &RequestCounter) -> String {
+    let mut out = String::from(
+        "# HELP ferrometal_bmc_requests BMC requests sent.\n# TYPE ferrometal_bmc_requests counter\n",
+    );
+    let rows = [
+        ("redfish", "GET", &requests.get),
+        ("redfish", "POST", &requests.post),
+        ("redfish", "PATCH", &requests.patch),
+        ("redfish", "DELETE", &requests.delete),
+        ("ipmi", "IPMI", &requests.ipmi),
+    ];
+    for (protocol, method, count) in rows {
+        out.push_str(&format!(
+            "ferrometal_bmc_requests_total{{protocol=\"{protocol}\",method=\"{method}\"}} {}\n",
+            count.load(Ordering::Relaxed)
+        ));
     }
-}
-
-impl BmcRequests {
-    pub fn total(&self) -> u64 {
-        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
-    }
-
-    fn exposition(&self) -> String {
-        let mut out = String::from(
-            "# HELP ferrometal_bmc_requests BMC requests sent.\n# TYPE ferrometal_bmc_requests counter\n",
-        );
-        for ((protocol, method), count) in BMC_METHODS.iter().zip(&self.counts) {
-            out.push_str(&format!(
-                "ferrometal_bmc_requests_total{{protocol=\"{protocol}\",method=\"{method}\"}} {}\n",
-                count.load(Ordering::Relaxed)
-            ));
-        }
-        out
-    }
+    out
 }
 
 impl ControllerArgs {
@@ -207,7 +182,7 @@ pub async fn run(
 /// Prometheus text: the controller's metrics plus BMC request counters.
 pub fn metrics_text(requests: &BmcRequests) -> String {
     let text = ferrometal_controller::metrics_text();
-    let extra = requests.exposition();
+    let extra = bmc_exposition(requests);
     match text.rfind("# EOF") {
         Some(i) => format!("{}{extra}{}", &text[..i], &text[i..]),
         None => format!("{text}{extra}"),
