@@ -13,6 +13,7 @@ use crate::meta::str_at;
 use crate::objects::{DeleteOpts, PatchKind, WriteOpts};
 use crate::registry::{self, Snapshot};
 use crate::server::Core;
+use crate::store::Stored;
 
 /// A sweep also runs this often without being poked, to catch anything missed.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
@@ -84,65 +85,86 @@ fn owner_uids(v: &Value) -> impl Iterator<Item = &str> {
 
 fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
     core.store.read(|s| {
-        let uids: HashSet<&str> = s
+        // Only the few objects with owners or being deleted are parsed; the rest are checked
+        // through the fields the store keeps unpacked.
+        let uids: HashSet<&str> = s.all().map(|(_, o)| &*o.uid).collect();
+        let deleting: Vec<(&str, &Arc<Stored>, Value)> = s
             .all()
-            .filter_map(|(_, o)| str_at(&o.meta, "/metadata/uid"))
+            .filter(|(_, o)| o.deleting)
+            .map(|(r, o)| (r, o, o.meta()))
             .collect();
         // Owners deleted in the foreground count as gone for their dependents.
-        let foreground: HashSet<&str> = s
-            .all()
-            .filter(|(_, o)| {
-                o.meta.pointer("/metadata/deletionTimestamp").is_some()
-                    && o.meta
-                        .pointer("/metadata/finalizers")
-                        .and_then(Value::as_array)
-                        .is_some_and(|f| f.iter().any(|x| x == FOREGROUND))
+        let foreground: HashSet<&str> = deleting
+            .iter()
+            .filter(|(_, _, m)| {
+                m.pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .is_some_and(|f| f.iter().any(|x| x == FOREGROUND))
             })
-            .filter_map(|(_, o)| str_at(&o.meta, "/metadata/uid"))
+            .map(|(_, o, _)| &*o.uid)
             .collect();
-        let owners_with_dependents: HashSet<&str> =
-            s.all().flat_map(|(_, o)| owner_uids(&o.meta)).collect();
-        let terminating_ns: HashSet<&str> = s
-            .list(registry::NAMESPACE_KEY, None, None)
-            .filter(|o| o.meta.pointer("/metadata/deletionTimestamp").is_some())
-            .map(|o| crate::meta::name_of(&o.meta))
+        let owned: Vec<(&str, Value)> = s
+            .all()
+            .filter(|(_, o)| o.has_owners && !o.deleting)
+            .map(|(r, o)| (r, o.meta()))
             .collect();
-        let terminating_crds: HashSet<&str> = s
-            .list(registry::CRD_KEY, None, None)
-            .filter(|o| o.meta.pointer("/metadata/deletionTimestamp").is_some())
-            .map(|o| crate::meta::name_of(&o.meta))
+        let owners_with_dependents: HashSet<String> = owned
+            .iter()
+            .map(|(_, m)| m)
+            .chain(
+                deleting
+                    .iter()
+                    .filter(|(_, o, _)| o.has_owners)
+                    .map(|(_, _, m)| m),
+            )
+            .flat_map(owner_uids)
+            .map(str::to_string)
             .collect();
+        let terminating = |key: &str| -> HashSet<String> {
+            deleting
+                .iter()
+                .filter(|(r, _, _)| *r == key)
+                .map(|(_, _, m)| crate::meta::name_of(m).to_string())
+                .collect()
+        };
+        let terminating_ns = terminating(registry::NAMESPACE_KEY);
+        let terminating_crds = terminating(registry::CRD_KEY);
         let mut out = Vec::new();
-        for (resource, o) in s.all() {
-            let v = &o.meta;
-            if v.pointer("/metadata/deletionTimestamp").is_some() {
-                // Already being deleted; waiting for its finalizers. Terminating namespaces
-                // and CRDs are retried so they go once empty.
-                if resource == registry::NAMESPACE_KEY || resource == registry::CRD_KEY {
-                    out.push((key_of(resource, v), Action::Delete));
-                }
-                let uid = str_at(v, "/metadata/uid").unwrap_or_default();
-                if foreground.contains(uid) && !owners_with_dependents.contains(uid) {
-                    let rest = v
-                        .pointer("/metadata/finalizers")
-                        .and_then(Value::as_array)
-                        .map(|f| f.iter().filter(|x| *x != FOREGROUND).cloned().collect())
-                        .unwrap_or_default();
-                    out.push((key_of(resource, v), Action::Release(rest)));
-                }
-                continue;
-            }
-            if resource == "events"
-                && event_last_seen(v).is_some_and(|t| {
-                    jiff::Timestamp::now().duration_since(t)
-                        > jiff::SignedDuration::try_from(EVENT_TTL).unwrap_or_default()
-                })
-            {
+        for (resource, o, v) in &deleting {
+            // Already being deleted; waiting for its finalizers. Terminating namespaces
+            // and CRDs are retried so they go once empty.
+            if *resource == registry::NAMESPACE_KEY || *resource == registry::CRD_KEY {
                 out.push((key_of(resource, v), Action::Delete));
+            }
+            if foreground.contains(&*o.uid) && !owners_with_dependents.contains(&*o.uid) {
+                let rest = v
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .map(|f| f.iter().filter(|x| *x != FOREGROUND).cloned().collect())
+                    .unwrap_or_default();
+                out.push((key_of(resource, v), Action::Release(rest)));
+            }
+        }
+        let event_ttl = jiff::SignedDuration::try_from(EVENT_TTL).unwrap_or_default();
+        let now = jiff::Timestamp::now();
+        // Objects in terminating namespaces or of terminating CRDs.
+        let contained = |resource: &str, v: &Value| {
+            let ns = str_at(v, "/metadata/namespace").unwrap_or_default();
+            terminating_ns.contains(ns) || terminating_crds.contains(resource)
+        };
+        let any_terminating = !terminating_ns.is_empty() || !terminating_crds.is_empty();
+        for (resource, o) in s.all().filter(|(_, o)| !o.deleting && !o.has_owners) {
+            if resource != "events" && !any_terminating {
                 continue;
             }
-            let ns = str_at(v, "/metadata/namespace").unwrap_or_default();
-            let in_terminating = terminating_ns.contains(ns) || terminating_crds.contains(resource);
+            let v = o.meta();
+            let expired_event = resource == "events"
+                && event_last_seen(&v).is_some_and(|t| now.duration_since(t) > event_ttl);
+            if (expired_event || contained(resource, &v)) && snap.by_key(resource).is_some() {
+                out.push((key_of(resource, &v), Action::Delete));
+            }
+        }
+        for (resource, v) in &owned {
             let orphaned = v
                 .pointer("/metadata/ownerReferences")
                 .and_then(Value::as_array)
@@ -157,7 +179,11 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
                                     .is_none_or(|u| !uids.contains(u) || foreground.contains(u))
                         })
                 });
-            if (in_terminating || orphaned) && snap.by_key(resource).is_some() {
+            let expired_event = *resource == "events"
+                && event_last_seen(v).is_some_and(|t| now.duration_since(t) > event_ttl);
+            if (orphaned || expired_event || contained(resource, v))
+                && snap.by_key(resource).is_some()
+            {
                 out.push((key_of(resource, v), Action::Delete));
             }
         }

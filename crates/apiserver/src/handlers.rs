@@ -410,8 +410,7 @@ fn delete_opts(q: &Query, body: &[u8]) -> Result<DeleteOpts, ApiError> {
 
 /// Whether the stored JSON can be served as is through `res` (no relabelling or conversion).
 pub fn served_as_stored(res: &Resource, obj: &Stored) -> bool {
-    !crate::convert::converts(res)
-        && obj.meta.get("apiVersion").and_then(Value::as_str) == Some(res.api_version().as_str())
+    !crate::convert::converts(res) && *obj.api_version == res.api_version()
 }
 
 /// The whole object as `res` serves it: relabelled or converted when read through another
@@ -515,7 +514,11 @@ pub fn selectors(q: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> 
 /// Whether an object passes the selectors; the whole object is parsed only for field
 /// selectors on fields the stored metadata view does not carry.
 fn selected(labels: &LabelSelector, fields: &FieldSelector, o: &Stored) -> bool {
-    if !labels.matches_object(&o.meta) {
+    if labels.is_empty() && fields.is_empty() {
+        return true;
+    }
+    let meta = o.meta();
+    if !labels.matches_object(&meta) {
         return false;
     }
     if fields.is_empty() {
@@ -523,10 +526,10 @@ fn selected(labels: &LabelSelector, fields: &FieldSelector, o: &Stored) -> bool 
     }
     let in_meta = fields.fields().iter().all(|f| {
         let top = f.split('.').next().unwrap_or_default();
-        (top == "metadata" && !f.starts_with("metadata.annotations")) || o.meta.get(top).is_some()
+        (top == "metadata" && !f.starts_with("metadata.annotations")) || meta.get(top).is_some()
     });
     if in_meta {
-        fields.matches(&o.meta)
+        fields.matches(&meta)
     } else {
         fields.matches(&o.value())
     }
@@ -566,12 +569,12 @@ fn list(
     });
     let continue_token = if more {
         items.last().map(|last| {
+            let meta = last.meta();
             encode_continue(
-                last.meta
-                    .pointer("/metadata/namespace")
+                meta.pointer("/metadata/namespace")
                     .and_then(Value::as_str)
                     .unwrap_or_default(),
-                crate::meta::name_of(&last.meta),
+                crate::meta::name_of(&meta),
                 rev,
             )
         })
@@ -637,13 +640,13 @@ async fn delete_collection(
         s.list(&res.key, ns, None)
             .filter(|o| selected(&labels, &fields, o))
             .map(|o| {
+                let meta = o.meta();
                 (
-                    o.meta
-                        .pointer("/metadata/namespace")
+                    meta.pointer("/metadata/namespace")
                         .and_then(Value::as_str)
                         .unwrap_or_default()
                         .to_string(),
-                    crate::meta::name_of(&o.meta).to_string(),
+                    crate::meta::name_of(&meta).to_string(),
                 )
             })
             .collect()

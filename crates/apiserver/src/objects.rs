@@ -953,7 +953,8 @@ impl Core {
                 let Some(old) = s.get(&res.key, store_ns, name) else {
                     return Err(ApiError::not_found(&res.target(name)));
                 };
-                let uid = str_at(&old.meta, "/metadata/uid").unwrap_or_default();
+                let uid: &str = &old.uid;
+                let old_meta = old.meta();
                 if let Some(want) = &opts.uid
                     && want != uid
                 {
@@ -986,17 +987,17 @@ impl Core {
                 // Foreground: the owner stays (with a finalizer the collector removes) until
                 // its dependents are gone.
                 let foreground = opts.propagation.as_deref() == Some("Foreground")
-                    && s.all().any(|(_, o)| {
-                        o.meta
+                    && s.all().filter(|(_, o)| o.has_owners).any(|(_, o)| {
+                        o.meta()
                             .pointer("/metadata/ownerReferences")
                             .and_then(Value::as_array)
                             .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
                     });
                 let pending = foreground
-                    || finalizers(&old.meta) > 0
-                    || self.has_contents(s, res, &old.meta);
+                    || finalizers(&old_meta) > 0
+                    || self.has_contents(s, res, &old_meta);
                 if pending {
-                    if old.meta.pointer("/metadata/deletionTimestamp").is_some() {
+                    if old.deleting {
                         reply = Reply::Current(old.clone());
                     } else {
                         let mut v = old.value();
@@ -1174,9 +1175,9 @@ fn json_patch_compat(target: &mut Value, patch: &Value) -> Result<(), ApiError> 
 /// Ops removing ownerReferences to `uid` from every dependent (propagationPolicy=Orphan).
 fn orphan_dependents(s: &View, uid: &str) -> Vec<Op> {
     let mut ops = Vec::new();
-    for (key, obj) in s.all() {
-        let Some(refs) = obj
-            .meta
+    for (key, obj) in s.all().filter(|(_, o)| o.has_owners) {
+        let meta = obj.meta();
+        let Some(refs) = meta
             .pointer("/metadata/ownerReferences")
             .and_then(Value::as_array)
         else {
@@ -1202,10 +1203,10 @@ fn orphan_dependents(s: &View, uid: &str) -> Vec<Op> {
         }
         ops.push(Op::Put {
             resource: key.to_string(),
-            namespace: str_at(&obj.meta, "/metadata/namespace")
+            namespace: str_at(&meta, "/metadata/namespace")
                 .unwrap_or_default()
                 .into(),
-            name: meta::name_of(&obj.meta).into(),
+            name: meta::name_of(&meta).into(),
             value: v,
         });
     }

@@ -58,7 +58,7 @@ impl ServerConfig {
             tls: true,
             tls_names: Vec::new(),
             history: 20_000,
-            history_bytes: 16 << 20,
+            history_bytes: 8 << 20,
         }
     }
 }

@@ -39,16 +39,22 @@ fn db_err(e: impl std::fmt::Display) -> StoreError {
 }
 
 /// One object as currently stored: its revision, the JSON served to clients (serialized once
-/// per write) and a small parsed view for selectors and the collector. The whole object is
-/// parsed again only when needed (writes, tables): parsed JSON costs several times its size,
-/// and memory must stay small with thousands of objects.
+/// per write), the slim metadata view selectors read (as JSON too), and the few fields the
+/// collector and the write paths check on every object, unpacked. Parsed JSON costs several
+/// times its size, so nothing is kept parsed: memory must stay small with 100,000 objects.
 #[derive(Debug)]
 pub struct Stored {
     pub rev: u64,
     pub json: Bytes,
     /// `apiVersion`, `kind`, `metadata` without `managedFields` and `annotations`, and the
-    /// top-level fields Events are selected and expired by.
-    pub meta: Value,
+    /// top-level fields Events are selected and expired by; see [`Stored::meta`].
+    meta_json: Box<[u8]>,
+    pub api_version: Box<str>,
+    pub uid: Box<str>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// `metadata.ownerReferences` is not empty.
+    pub has_owners: bool,
 }
 
 /// Top-level fields kept in [`Stored::meta`] besides metadata (Event selection and expiry).
@@ -65,7 +71,10 @@ const META_FIELDS: &[&str] = &[
 
 impl Stored {
     pub fn new(rev: u64, value: Value) -> Self {
-        let json = Bytes::from(serde_json::to_vec(&value).expect("JSON values serialize"));
+        let mut json = serde_json::to_vec(&value).expect("JSON values serialize");
+        // Kept for the object's lifetime: without this, up to half of it is spare capacity.
+        json.shrink_to_fit();
+        let json = Bytes::from(json);
         let mut meta = serde_json::Map::new();
         if let Value::Object(o) = &value {
             for k in META_FIELDS {
@@ -80,16 +89,42 @@ impl Stored {
                 meta.insert("metadata".into(), Value::Object(m));
             }
         }
+        let meta = Value::Object(meta);
+        let text = |p: &str| meta.pointer(p).and_then(Value::as_str).unwrap_or_default();
+        let api_version = text("/apiVersion").into();
+        let uid = text("/metadata/uid").into();
+        let deleting = meta.pointer("/metadata/deletionTimestamp").is_some();
+        let has_owners = meta
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|r| !r.is_empty());
+        let meta_json = serde_json::to_vec(&meta)
+            .expect("JSON values serialize")
+            .into_boxed_slice();
         Stored {
             rev,
             json,
-            meta: Value::Object(meta),
+            meta_json,
+            api_version,
+            uid,
+            deleting,
+            has_owners,
         }
+    }
+
+    /// The slim metadata view (see [`Stored::meta_json`]), parsed.
+    pub fn meta(&self) -> Value {
+        serde_json::from_slice(&self.meta_json).unwrap_or(Value::Null)
     }
 
     /// The whole object, parsed from its JSON.
     pub fn value(&self) -> Value {
         serde_json::from_slice(&self.json).expect("stored JSON parses")
+    }
+
+    /// The whole object, or null if its JSON does not parse (watch filters and encoders).
+    pub fn full(&self) -> Value {
+        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }
 }
 
@@ -110,31 +145,9 @@ impl EventType {
     }
 }
 
-/// What the history keeps of one object version: its JSON (shared with the current object
-/// while it is current) and the little metadata watch filters look at. Not the parsed value:
-/// history must stay cheap however large objects are.
-#[derive(Debug, Clone)]
-pub struct Version {
-    pub rev: u64,
-    pub json: Bytes,
-    /// As in [`Stored::meta`].
-    pub meta: Value,
-}
-
-impl Version {
-    pub fn of(s: &Stored) -> Version {
-        Version {
-            rev: s.rev,
-            json: s.json.clone(),
-            meta: s.meta.clone(),
-        }
-    }
-
-    /// The whole object, parsed again from its JSON.
-    pub fn full(&self) -> Value {
-        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
-    }
-}
+/// What the history keeps of one object version: the stored object itself, shared with the
+/// current view while it is current, so a change costs the history one pointer, not a copy.
+pub type Version = Arc<Stored>;
 
 /// A change to one object, kept in the history for watches.
 #[derive(Debug)]
@@ -149,6 +162,14 @@ pub struct Event {
     pub obj: Version,
     /// The object before the change, if it existed (watch filters need both sides).
     pub prev: Option<Version>,
+}
+
+impl Event {
+    /// Object JSON this event keeps alive (both sides, shared with current objects or not:
+    /// counting both keeps the bound honest once they are no longer current).
+    fn held_bytes(&self) -> usize {
+        self.obj.json.len() + self.prev.as_ref().map_or(0, |p| p.json.len())
+    }
 }
 
 /// A change to make in one transaction.
@@ -240,7 +261,7 @@ impl HistoryLimits {
     pub fn events(events: usize) -> Self {
         HistoryLimits {
             events,
-            bytes: 16 << 20,
+            bytes: 8 << 20,
         }
     }
 }
@@ -367,7 +388,7 @@ impl Store {
     pub fn open(path: &Path, limits: HistoryLimits) -> Result<Store, StoreError> {
         // Reads are served from memory, so redb's page cache only needs to cover writes.
         let db = Database::builder()
-            .set_cache_size(8 << 20)
+            .set_cache_size(2 << 20)
             .create(path)
             .map_err(db_err)?;
         let mut state = State::default();
@@ -543,7 +564,7 @@ impl Store {
         let mut s = self.inner.state.write().expect("store lock");
         while s.history.front().is_some_and(|e| e.obj.rev <= rev) {
             if let Some(e) = s.history.pop_front() {
-                s.history_bytes -= e.obj.json.len();
+                s.history_bytes -= e.held_bytes();
             }
         }
         s.compacted = s.compacted.max(rev.min(s.rev));
@@ -725,22 +746,23 @@ fn publish(inner: &Inner, batch: Vec<Pending>, last: u64) {
             } else {
                 map.insert(key, p.stored.clone())
             };
-            s.history_bytes += p.stored.json.len();
-            s.history.push_back(Arc::new(Event {
+            let event = Event {
                 kind: p.kind,
                 resource: p.resource,
                 namespace: p.namespace,
                 name: p.name,
-                obj: Version::of(&p.stored),
-                prev: prev.as_deref().map(Version::of),
-            }));
+                obj: p.stored.clone(),
+                prev,
+            };
+            s.history_bytes += event.held_bytes();
+            s.history.push_back(Arc::new(event));
         }
         s.rev = last;
         while s.history.len() > inner.history_limit || s.history_bytes > inner.history_bytes {
             let Some(e) = s.history.pop_front() else {
                 break;
             };
-            s.history_bytes -= e.obj.json.len();
+            s.history_bytes -= e.held_bytes();
             s.compacted = e.obj.rev;
         }
     }
@@ -844,7 +866,7 @@ mod tests {
         let names = |ns: Option<&str>, after: Option<(&str, &str)>| {
             store.read(|s| {
                 s.list("configmaps", ns, after)
-                    .map(|o| o.meta["metadata"]["name"].as_str().unwrap().to_string())
+                    .map(|o| o.meta()["metadata"]["name"].as_str().unwrap().to_string())
                     .collect::<Vec<_>>()
             })
         };

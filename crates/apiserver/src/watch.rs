@@ -35,19 +35,31 @@ impl Filter {
     /// Matches a history version, parsing the whole object only for field selectors on
     /// fields other than name and namespace.
     fn matches_version(&self, v: &Version) -> bool {
-        if self.meta_only {
-            self.matches(&v.meta)
+        if self.selects_all() {
+            true
+        } else if self.meta_only {
+            self.matches(&v.meta())
         } else {
             self.matches(&v.full())
         }
     }
 
     fn matches_stored(&self, o: &Stored) -> bool {
-        if self.meta_only {
-            self.matches(&o.meta)
+        if self.selects_all() {
+            true
+        } else if self.meta_only {
+            self.matches(&o.meta())
         } else {
             self.matches(&o.value())
         }
+    }
+
+    /// No selector at all: nothing needs parsing.
+    fn selects_all(&self) -> bool {
+        self.namespace.is_none()
+            && self.name.is_none()
+            && self.labels.is_empty()
+            && self.fields.is_empty()
     }
 
     fn matches(&self, v: &Value) -> bool {
@@ -73,9 +85,8 @@ struct Encoder {
 
 impl Encoder {
     fn event(&mut self, kind: &str, obj: &Version) -> Bytes {
-        let plain = !crate::convert::converts(&self.res)
-            && obj.meta.get("apiVersion").and_then(Value::as_str)
-                == Some(self.res.api_version().as_str());
+        let plain =
+            !crate::convert::converts(&self.res) && *obj.api_version == self.res.api_version();
         let object = match self.render {
             // The stored JSON is spliced in as is when no relabelling is needed.
             Render::Full if plain => {
@@ -212,11 +223,7 @@ pub fn serve(
                     (s.revision(), objs)
                 });
                 for o in objs {
-                    if tx
-                        .send(Ok(enc.event("ADDED", &Version::of(&o))))
-                        .await
-                        .is_err()
-                    {
+                    if tx.send(Ok(enc.event("ADDED", &o))).await.is_err() {
                         return;
                     }
                 }
