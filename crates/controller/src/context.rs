@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 
 use ferrometal_api::{BareMetalHost, ProvisioningState};
 use ferrometal_provisioner::Provisioner;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
 
 use crate::config::ControllerConfig;
@@ -17,7 +16,7 @@ pub struct Context {
     pub provisioner: Arc<dyn Provisioner>,
     pub config: ControllerConfig,
     pub timing: Timing,
-    pub recorder: Recorder,
+    pub events: crate::events::EventPublisher,
     /// The host cache the controller watches (for capacity counts and Secret mapping).
     pub hosts: Store<BareMetalHost>,
     memos: Mutex<HashMap<String, Memo>>,
@@ -40,19 +39,13 @@ impl Context {
         config: ControllerConfig,
         hosts: Store<BareMetalHost>,
     ) -> Context {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: config.reporter.clone(),
-                instance: None,
-            },
-        );
+        let events = crate::events::EventPublisher::new(client.clone(), config.reporter.clone());
         Context {
             client,
             provisioner,
             timing: config.timing(),
             config,
-            recorder,
+            events,
             hosts,
             memos: Mutex::default(),
             api_failures: Mutex::default(),

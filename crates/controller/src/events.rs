@@ -1,36 +1,219 @@
-//! Publishing host Events (core Events through the kube-rs recorder).
+//! Publishing host Events (events.k8s.io/v1), folding repeats into a series.
+//!
+//! kube-rs' `Recorder` does the same but keeps a copy of every Event it created for six minutes
+//! and scans all of them on each publish: thousands of hosts emitting a handful of Events each
+//! made that cache one of the largest things in the process. Here a repeat is recognised by a
+//! hash of what identifies it, and only the Event's name and count are remembered.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::time::{Duration, Instant};
 
 use ferrometal_api::BareMetalHost;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use std::sync::Mutex;
 
 use crate::host::decide::HostEvent;
 
-pub async fn publish(recorder: &Recorder, host: &BareMetalHost, events: &[HostEvent]) {
-    if events.is_empty() {
-        return;
+/// A repeat within this long after the last one joins its series (kube-rs and client-go use
+/// the same window).
+const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
+/// How often expired series are dropped from memory.
+const PRUNE_EVERY: Duration = Duration::from_secs(30);
+
+struct Series {
+    /// The Event object the repeats are counted on.
+    name: String,
+    count: i32,
+    last: Instant,
+}
+
+struct Seen {
+    series: HashMap<u64, Series>,
+    pruned: Instant,
+}
+
+pub struct EventPublisher {
+    client: kube::Client,
+    controller: String,
+    seen: Mutex<Seen>,
+}
+
+impl EventPublisher {
+    pub fn new(client: kube::Client, controller: String) -> EventPublisher {
+        EventPublisher {
+            client,
+            controller,
+            seen: Mutex::new(Seen {
+                series: HashMap::new(),
+                pruned: Instant::now(),
+            }),
+        }
     }
-    let mut reference = host.object_ref(&());
-    // Without the resourceVersion a repeated Event (a retry) folds into a series instead of
-    // piling up as new objects.
-    reference.resource_version = None;
-    for e in events {
-        let event = Event {
-            type_: if e.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: e.reason.clone(),
+
+    /// Series remembered now (for tests and metrics of memory use).
+    pub fn remembered(&self) -> usize {
+        self.seen.lock().expect("event series lock").series.len()
+    }
+
+    pub async fn publish(&self, host: &BareMetalHost, events: &[HostEvent]) {
+        if events.is_empty() {
+            return;
+        }
+        let mut regarding = host.object_ref(&());
+        // Without the resourceVersion a repeated Event (a retry) folds into a series instead of
+        // piling up as new objects.
+        regarding.resource_version = None;
+        for e in events {
+            if let Err(err) = self.publish_one(&regarding, e).await {
+                // An Event is a courtesy; losing one must not fail the reconcile.
+                tracing::warn!(reason = %e.reason, error = %err, "publishing Event failed");
+                crate::metrics::metrics().error("event");
+            }
+        }
+    }
+
+    async fn publish_one(
+        &self,
+        regarding: &ObjectReference,
+        e: &HostEvent,
+    ) -> Result<(), kube::Error> {
+        let ns = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+        let key = series_key(regarding, e);
+        let now = Instant::now();
+        // The lock is not held across API calls: one host's reconciles never run concurrently,
+        // so the same series is never published twice at once.
+        let repeat = {
+            let mut seen = self.seen.lock().expect("event series lock");
+            if now.duration_since(seen.pruned) >= PRUNE_EVERY {
+                seen.series
+                    .retain(|_, s| now.duration_since(s.last) < SERIES_WINDOW);
+                seen.pruned = now;
+            }
+            seen.series
+                .get(&key)
+                .filter(|s| now.duration_since(s.last) < SERIES_WINDOW)
+                .map(|s| (s.name.clone(), s.count + 1))
+        };
+        if let Some((name, count)) = repeat {
+            let patch = serde_json::json!({
+                "series": EventSeries {
+                    count,
+                    last_observed_time: MicroTime(jiff::Timestamp::now()),
+                }
+            });
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    self.remember(key, name, count, now);
+                    return Ok(());
+                }
+                // Expired or deleted meanwhile: start a new Event below.
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(err) => return Err(err),
+            }
+        }
+        let event = self.new_event(regarding, e, &ns);
+        let name = event.metadata.name.clone().unwrap_or_default();
+        api.create(&PostParams::default(), &event).await?;
+        self.remember(key, name, 1, now);
+        Ok(())
+    }
+
+    fn remember(&self, key: u64, name: String, count: i32, last: Instant) {
+        self.seen
+            .lock()
+            .expect("event series lock")
+            .series
+            .insert(key, Series { name, count, last });
+    }
+
+    fn new_event(&self, regarding: &ObjectReference, e: &HostEvent, ns: &str) -> Event {
+        let now = jiff::Timestamp::now();
+        Event {
+            action: Some(e.reason.clone()),
+            reason: Some(e.reason.clone()),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(regarding.clone()),
             // The API rejects notes over 1 kB.
             note: Some(e.note.chars().take(1000).collect()),
-            action: e.reason.clone(),
-            secondary: None,
-        };
-        if let Err(err) = recorder.publish(&event, &reference).await {
-            // An Event is a courtesy; losing one must not fail the reconcile.
-            tracing::warn!(reason = %e.reason, error = %err, "publishing Event failed");
-            crate::metrics::metrics().error("event");
+            metadata: ObjectMeta {
+                namespace: Some(ns.to_string()),
+                name: Some(format!(
+                    "{}.{:x}",
+                    regarding.name.as_deref().unwrap_or(&self.controller),
+                    now.as_nanosecond()
+                )),
+                ..Default::default()
+            },
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.controller.clone()),
+            type_: Some(if e.warning { "Warning" } else { "Normal" }.into()),
+            ..Default::default()
         }
+    }
+}
+
+/// What makes two Events repeats of each other: the object, type and reason (the note may
+/// differ, as kube-rs and client-go also fold those).
+fn series_key(regarding: &ObjectReference, e: &HostEvent) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    regarding.uid.hash(&mut h);
+    regarding.namespace.hash(&mut h);
+    regarding.name.hash(&mut h);
+    e.warning.hash(&mut h);
+    e.reason.hash(&mut h);
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(uid: &str, name: &str) -> ObjectReference {
+        ObjectReference {
+            uid: Some(uid.into()),
+            namespace: Some("ns".into()),
+            name: Some(name.into()),
+            ..Default::default()
+        }
+    }
+
+    fn event(reason: &str, note: &str, warning: bool) -> HostEvent {
+        HostEvent {
+            reason: reason.into(),
+            note: note.into(),
+            warning,
+        }
+    }
+
+    #[test]
+    fn repeats_share_a_key_and_others_do_not() {
+        let a = reference("u1", "a");
+        let same = series_key(&a, &event("Registered", "one", false));
+        assert_eq!(same, series_key(&a, &event("Registered", "two", false)));
+        assert_ne!(same, series_key(&a, &event("Registered", "one", true)));
+        assert_ne!(
+            same,
+            series_key(&a, &event("InspectionComplete", "one", false))
+        );
+        assert_ne!(
+            same,
+            series_key(&reference("u2", "a"), &event("Registered", "one", false))
+        );
+        assert_ne!(
+            same,
+            series_key(&reference("u1", "b"), &event("Registered", "one", false))
+        );
     }
 }

@@ -99,6 +99,9 @@ pub async fn run(
     let (reader, writer) = reflector::store();
     let trigger = watcher(hosts, wc.clone())
         .default_backoff()
+        // The cache holds every host for the life of the process; managedFields are as large as
+        // the rest of the object and nothing here reads them.
+        .modify(|h: &mut BareMetalHost| h.managed_fields_mut().clear())
         .reflect(writer)
         .applied_objects()
         .predicate_filter(host_trigger, PredicateConfig::default());

@@ -502,7 +502,7 @@ async fn apply(
         }
     }
     // Before the metadata patch: removing the finalizer makes the host vanish.
-    crate::events::publish(&ctx.recorder, host, &d.events).await;
+    ctx.events.publish(host, &d.events).await;
     let mut meta = serde_json::Map::new();
     if !d.remove_annotations.is_empty() {
         let removals: serde_json::Map<String, Value> = d
