@@ -53,6 +53,10 @@ pub struct Reading {
     pub rss: u64,
     /// Peak RSS over the process's life so far (VmHWM).
     pub hwm: u64,
+    /// Of `rss`: anonymous memory (heap, stacks) and file-backed pages (mostly the binary's
+    /// own code, shared and reclaimable).
+    pub rss_anon: u64,
+    pub rss_file: u64,
     pub cpu_secs: f64,
 }
 
@@ -62,6 +66,8 @@ pub fn read(pid: u32) -> Option<Reading> {
     Some(Reading {
         rss: status_kb(&status, "VmRSS").unwrap_or(0),
         hwm: status_kb(&status, "VmHWM").unwrap_or(0),
+        rss_anon: status_kb(&status, "RssAnon").unwrap_or(0),
+        rss_file: status_kb(&status, "RssFile").unwrap_or(0),
         cpu_secs: stat_cpu_ticks(&stat)? as f64 / clock_ticks() as f64,
     })
 }
@@ -103,6 +109,8 @@ pub fn read_tree(pid: u32) -> Reading {
         if let Some(r) = read(p) {
             total.rss += r.rss;
             total.hwm += r.hwm;
+            total.rss_anon += r.rss_anon;
+            total.rss_file += r.rss_file;
             total.cpu_secs += r.cpu_secs;
         }
     }

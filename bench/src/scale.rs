@@ -450,9 +450,11 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         "serve peak RSS (VmHWM)",
         mib(end.hwm),
         format!(
-            "idle before hosts {}; at end {}",
+            "idle before hosts {}; at end {} ({} anonymous, {} file-backed)",
             mib(idle_rss),
-            mib(end.rss)
+            mib(end.rss),
+            mib(end.rss_anon),
+            mib(end.rss_file)
         ),
     ));
     rows.push(Row::new(
@@ -517,6 +519,8 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
             "serve_peak_rss_bytes": end.hwm,
             "serve_idle_rss_bytes": idle_rss,
             "serve_end_rss_bytes": end.rss,
+            "serve_end_rss_anon_bytes": end.rss_anon,
+            "serve_end_rss_file_bytes": end.rss_file,
             "serve_cpu_secs_total": end.cpu_secs,
             "store_bytes": store_bytes,
             "objects": objects.iter().map(|(k, c, b)| json!({"kind": k, "count": c, "json_bytes": b})).collect::<Vec<_>>(),
