@@ -22,7 +22,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 const EVENT_TTL: Duration = Duration::from_secs(3600);
 
 /// When an Event (core form) was last observed.
-fn event_last_seen(v: &Value) -> Option<jiff::Timestamp> {
+pub(crate) fn event_last_seen(v: &Value) -> Option<jiff::Timestamp> {
     [
         "/series/lastObservedTime",
         "/lastTimestamp",
@@ -154,12 +154,13 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
         };
         let any_terminating = !terminating_ns.is_empty() || !terminating_crds.is_empty();
         for (resource, o) in s.all().filter(|(_, o)| !o.deleting && !o.has_owners) {
-            if resource != "events" && !any_terminating {
+            let expired_event = resource == "events"
+                && o.last_seen
+                    .is_some_and(|t| now.duration_since(t) > event_ttl);
+            if !expired_event && !any_terminating {
                 continue;
             }
             let v = o.meta();
-            let expired_event = resource == "events"
-                && event_last_seen(&v).is_some_and(|t| now.duration_since(t) > event_ttl);
             if (expired_event || contained(resource, &v)) && snap.by_key(resource).is_some() {
                 out.push((key_of(resource, &v), Action::Delete));
             }

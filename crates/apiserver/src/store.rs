@@ -47,14 +47,19 @@ pub struct Stored {
     pub rev: u64,
     pub json: Bytes,
     /// `apiVersion`, `kind`, `metadata` without `managedFields` and `annotations`, and the
-    /// top-level fields Events are selected and expired by; see [`Stored::meta`].
-    meta_json: Box<[u8]>,
+    /// top-level fields Events are selected and expired by; see [`Stored::meta`]. Only kept
+    /// when it is under a quarter of the object's size: for smaller objects (Events, whose
+    /// view is half of them) parsing the whole object is about as cheap, and a second copy
+    /// would cost half as much again as the object.
+    meta_json: Option<Box<[u8]>>,
     pub api_version: Box<str>,
     pub uid: Box<str>,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
     /// `metadata.ownerReferences` is not empty.
     pub has_owners: bool,
+    /// Events: when last observed (the collector expires them after a TTL).
+    pub last_seen: Option<jiff::Timestamp>,
 }
 
 /// Top-level fields kept in [`Stored::meta`] besides metadata (Event selection and expiry).
@@ -98,9 +103,11 @@ impl Stored {
             .pointer("/metadata/ownerReferences")
             .and_then(Value::as_array)
             .is_some_and(|r| !r.is_empty());
-        let meta_json = serde_json::to_vec(&meta)
-            .expect("JSON values serialize")
-            .into_boxed_slice();
+        let last_seen = (text("/kind") == "Event")
+            .then(|| crate::gc::event_last_seen(&meta))
+            .flatten();
+        let meta_json = serde_json::to_vec(&meta).expect("JSON values serialize");
+        let meta_json = (meta_json.len() * 4 < json.len()).then(|| meta_json.into_boxed_slice());
         Stored {
             rev,
             json,
@@ -109,12 +116,15 @@ impl Stored {
             uid,
             deleting,
             has_owners,
+            last_seen,
         }
     }
 
-    /// The slim metadata view (see [`Stored::meta_json`]), parsed.
+    /// The slim metadata view (see [`Stored::meta_json`]) parsed, or for small objects the
+    /// whole object: a superset selectors read the same way.
     pub fn meta(&self) -> Value {
-        serde_json::from_slice(&self.meta_json).unwrap_or(Value::Null)
+        let bytes = self.meta_json.as_deref().unwrap_or(&self.json);
+        serde_json::from_slice(bytes).unwrap_or(Value::Null)
     }
 
     /// The whole object, parsed from its JSON.
