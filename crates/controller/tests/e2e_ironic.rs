@@ -20,7 +20,7 @@ use ferrometal_provisioner::ironic::{IronicOptions, IronicProvisioner};
 use ironic_peer::Ironic;
 use kube::api::DeleteParams;
 use serde_json::json;
-use stack::{Milestone, Stack};
+use stack::{Milestone, Stack, operational};
 
 /// The controllers with the ironic backend pointed at `ironic`.
 async fn ironic_stack(ironic: &Ironic) -> Stack {
@@ -95,17 +95,10 @@ async fn detached_hosts_leave_ironic_untouched_and_come_back_adopted() {
         .await;
     let before = changes(&sushy);
 
-    stack
-        .patch(
-            "node",
-            json!({"metadata": {"annotations": {ann::DETACHED: ""}}}),
-        )
-        .await;
+    stack.annotate("node", ann::DETACHED, Some("")).await;
     stack
         .wait("node", "detached", |h| {
-            h.status
-                .as_ref()
-                .is_some_and(|s| s.operational_status == OperationalStatus::Detached)
+            operational(h) == OperationalStatus::Detached
         })
         .await;
     assert!(ironic.node("default~node").is_none());
@@ -113,17 +106,10 @@ async fn detached_hosts_leave_ironic_untouched_and_come_back_adopted() {
     assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "On");
 
     // Removing the annotation re-creates the node and adopts it: nothing is deployed again.
-    stack
-        .patch(
-            "node",
-            json!({"metadata": {"annotations": {ann::DETACHED: null}}}),
-        )
-        .await;
+    stack.annotate("node", ann::DETACHED, None).await;
     stack
         .wait("node", "attached again", |h| {
-            h.status
-                .as_ref()
-                .is_some_and(|s| s.operational_status == OperationalStatus::Ok)
+            operational(h) == OperationalStatus::Ok
         })
         .await;
     let mut rounds = 0;
@@ -141,17 +127,10 @@ async fn detached_hosts_leave_ironic_untouched_and_come_back_adopted() {
     assert_eq!(changes(&sushy), before, "re-attach deployed again");
 
     // Deleting a detached host removes it without deprovisioning.
-    stack
-        .patch(
-            "node",
-            json!({"metadata": {"annotations": {ann::DETACHED: ""}}}),
-        )
-        .await;
+    stack.annotate("node", ann::DETACHED, Some("")).await;
     stack
         .wait("node", "detached again", |h| {
-            h.status
-                .as_ref()
-                .is_some_and(|s| s.operational_status == OperationalStatus::Detached)
+            operational(h) == OperationalStatus::Detached
         })
         .await;
     stack

@@ -17,7 +17,7 @@ use ferrometal_emulator::{Emulator, EmulatorConfig, Fault};
 use ferrometal_provisioner::redfish::{RedfishOptions, RedfishProvisioner};
 use kube::api::DeleteParams;
 use serde_json::json;
-use stack::{Milestone, Stack};
+use stack::{Milestone, Stack, operational};
 
 /// The controllers with the redfish backend; the counter sees every BMC request it sends.
 async fn redfish_stack() -> (Stack, Arc<RequestCounter>) {
@@ -282,10 +282,7 @@ async fn annotations_act_on_the_bmc() {
     // ferrometal.io/operation: one PowerCycle on the BMC, annotation removed, Event recorded.
     let before = count(&emu.state(0).actions, "PowerCycle");
     stack
-        .patch(
-            "n0",
-            json!({"metadata": {"annotations": {ann::OPERATION: "PowerCycle"}}}),
-        )
+        .annotate("n0", ann::OPERATION, Some("PowerCycle"))
         .await;
     stack
         .wait("n0", "operation consumed", |h| {
@@ -298,10 +295,7 @@ async fn annotations_act_on_the_bmc() {
     // Unknown operation: warned about and removed, nothing sent.
     let actions = emu.state(0).actions.len();
     stack
-        .patch(
-            "n0",
-            json!({"metadata": {"annotations": {ann::OPERATION: "SelfDestruct"}}}),
-        )
+        .annotate("n0", ann::OPERATION, Some("SelfDestruct"))
         .await;
     stack
         .wait("n0", "unknown operation removed", |h| {
@@ -313,10 +307,7 @@ async fn annotations_act_on_the_bmc() {
     // Bare reboot annotation (forced: the host is only available): off, then on again once the
     // controller removed it.
     stack
-        .patch(
-            "n1",
-            json!({"metadata": {"annotations": {ann::REBOOT: r#"{"mode":"hard","force":true}"#}}}),
-        )
+        .annotate("n1", ann::REBOOT, Some(r#"{"mode":"hard","force":true}"#))
         .await;
     stack
         .wait("n1", "reboot consumed", |h| {
@@ -337,15 +328,10 @@ async fn annotations_act_on_the_bmc() {
     assert_eq!(emu.state(1).power_state.as_str(), "On");
 
     // Detached: no BMC request at all while detached; power untouched.
-    stack
-        .patch(
-            "n2",
-            json!({"metadata": {"annotations": {ann::DETACHED: ""}}}),
-        )
-        .await;
+    stack.annotate("n2", ann::DETACHED, Some("")).await;
     stack
         .wait("n2", "detached", |h| {
-            h.status.as_ref().unwrap().operational_status == OperationalStatus::Detached
+            operational(h) == OperationalStatus::Detached
         })
         .await;
     emu.reset_counters();
@@ -358,16 +344,10 @@ async fn annotations_act_on_the_bmc() {
     );
     assert_eq!(emu.state(2).power_state.as_str(), "On");
     // Re-attached: management resumes and online: false is enforced.
-    stack
-        .patch(
-            "n2",
-            json!({"metadata": {"annotations": {ann::DETACHED: null}}}),
-        )
-        .await;
+    stack.annotate("n2", ann::DETACHED, None).await;
     stack
         .wait("n2", "managed and off", |h| {
-            h.status.as_ref().unwrap().operational_status == OperationalStatus::Ok
-                && !h.status.as_ref().unwrap().powered_on
+            operational(h) == OperationalStatus::Ok && !h.status.as_ref().unwrap().powered_on
         })
         .await;
     assert_eq!(emu.state(2).power_state.as_str(), "Off");

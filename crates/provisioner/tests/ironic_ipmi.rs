@@ -3,6 +3,7 @@
 
 #[path = "../../bmc/tests/common/mod.rs"]
 mod common;
+#[macro_use]
 mod ironic_common;
 
 use std::time::Duration;
@@ -12,24 +13,8 @@ use ferrometal_api::annotations::Operation;
 use ferrometal_api::{AutomatedCleaningMode, Image, ImageFormat, InspectionMode};
 use ferrometal_bmc::{BmcAddress, Credentials, PowerState};
 use ferrometal_provisioner::ironic::{IronicOptions, IronicProvisioner};
-use ferrometal_provisioner::{Deployment, ErrorKind, HostInfo, PowerOffMode, Provisioner, Step};
+use ferrometal_provisioner::{Deployment, ErrorKind, HostInfo, PowerOffMode, Provisioner};
 use ironic_common::Ironic;
-
-macro_rules! done {
-    ($what:expr, $call:expr) => {{
-        let mut rounds = 0;
-        loop {
-            match $call.await {
-                Ok(Step::Done(v)) => break v,
-                Ok(Step::Waiting { .. }) => {}
-                Err(e) => panic!("{}: {e:?}", $what),
-            }
-            rounds += 1;
-            assert!(rounds < 900, "{} never finished", $what);
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }};
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipmi_register_and_power_through_ironic() {

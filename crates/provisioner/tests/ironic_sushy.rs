@@ -3,6 +3,7 @@
 
 #[path = "../../bmc/tests/common/mod.rs"]
 mod common;
+#[macro_use]
 mod ironic_common;
 
 use std::time::Duration;
@@ -52,23 +53,6 @@ fn live_iso(url: &str) -> Deployment {
         }),
         ..Deployment::default()
     }
-}
-
-/// Calls until `Done`; any error fails the test. Bounded, never timed.
-macro_rules! done {
-    ($what:expr, $call:expr) => {{
-        let mut rounds = 0;
-        loop {
-            match $call.await {
-                Ok(Step::Done(v)) => break v,
-                Ok(Step::Waiting { .. }) => {}
-                Err(e) => panic!("{}: {e:?}", $what),
-            }
-            rounds += 1;
-            assert!(rounds < 900, "{} never finished", $what);
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }};
 }
 
 /// Requests sushy-tools received that change something (power, media, boot).

@@ -24,6 +24,24 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+#[path = "../poll/mod.rs"]
+mod poll;
+
+/// The fixture answers at once: 20 ms polls, 30 s at most.
+const PATIENCE: poll::Patience = poll::Patience {
+    tries: 1500,
+    every: Duration::from_millis(20),
+};
+
+/// (type, reason, note) of an Event.
+fn triple(e: k8s_openapi::api::events::v1::Event) -> (String, String, String) {
+    (
+        e.type_.unwrap_or_default(),
+        e.reason.unwrap_or_default(),
+        e.note.unwrap_or_default(),
+    )
+}
+
 pub const NS: &str = "default";
 pub const GOOD_PASSWORD: &str = "right-password";
 
@@ -283,46 +301,22 @@ impl Harness {
         what: &str,
         ok: impl Fn(&BareMetalHost) -> bool,
     ) -> BareMetalHost {
-        let mut last = None;
-        for _ in 0..1500 {
-            if let Ok(h) = self.hosts.get(name).await {
-                if ok(&h) {
-                    return h;
-                }
-                last = Some(h);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!(
-            "host {name} never became {what}; last seen: {:#?}",
-            last.map(|h| (h.metadata.annotations, h.metadata.finalizers, h.status))
-        );
+        poll::host(&self.hosts, PATIENCE, name, what, ok).await
     }
 
     /// Polls (bounded) until `ok` holds.
     pub async fn until(&self, what: &str, ok: impl Fn() -> bool) {
-        for _ in 0..1500 {
+        for _ in 0..PATIENCE.tries {
             if ok() {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(PATIENCE.every).await;
         }
         panic!("never: {what}");
     }
 
     pub async fn wait_gone(&self, name: &str) {
-        for _ in 0..1500 {
-            if let Err(kube::Error::Api(e)) = self.hosts.get(name).await {
-                assert_eq!(e.code, 404);
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let h = self.hosts.get(name).await.ok();
-        panic!(
-            "host {name} was never deleted: {:#?}",
-            h.map(|h| (h.metadata.finalizers, h.status))
-        );
+        poll::host_gone(&self.hosts, PATIENCE, name).await
     }
 
     pub async fn annotate(&self, name: &str, key: &str, value: Option<&str>) {
@@ -356,27 +350,15 @@ impl Harness {
 
     /// (type, reason, note) of the Events about host `name`, oldest first.
     pub async fn events(&self, name: &str) -> Vec<(String, String, String)> {
-        let api: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(self.client.clone(), NS);
-        let mut events: Vec<_> = api
-            .list(&Default::default())
+        poll::host_events(&self.event_api(), name)
             .await
-            .unwrap()
-            .items
             .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-            .collect();
-        events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-        events
-            .into_iter()
-            .map(|e| {
-                (
-                    e.type_.unwrap_or_default(),
-                    e.reason.unwrap_or_default(),
-                    e.note.unwrap_or_default(),
-                )
-            })
+            .map(triple)
             .collect()
+    }
+
+    fn event_api(&self) -> Api<k8s_openapi::api::events::v1::Event> {
+        Api::namespaced(self.client.clone(), NS)
     }
 
     pub async fn has_event(&self, name: &str, reason: &str) -> bool {
@@ -384,21 +366,7 @@ impl Harness {
     }
 
     pub async fn wait_event(&self, name: &str, reason: &str) -> (String, String, String) {
-        for _ in 0..1500 {
-            if let Some(e) = self
-                .events(name)
-                .await
-                .into_iter()
-                .find(|(_, r, _)| r == reason)
-            {
-                return e;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!(
-            "no {reason} Event for {name}: {:#?}",
-            self.events(name).await
-        );
+        triple(poll::host_event(&self.event_api(), PATIENCE, name, reason).await)
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrometal_api::{BareMetalHost, ErrorType, ProvisioningState as S};
+use ferrometal_api::{BareMetalHost, ErrorType, OperationalStatus, ProvisioningState as S};
 use ferrometal_apiserver::{ApiServer, ServerConfig};
 use ferrometal_controller::ControllerConfig;
 use ferrometal_provisioner::Provisioner;
@@ -18,6 +18,20 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::peers;
+
+#[path = "../poll/mod.rs"]
+mod poll;
+
+/// Real backends take seconds per step (Ironic): 50 ms polls, 2 minutes at most.
+const PATIENCE: poll::Patience = poll::Patience {
+    tries: 2400,
+    every: Duration::from_millis(50),
+};
+/// Events follow the step that caused them: 30 s at most.
+const EVENT_PATIENCE: poll::Patience = poll::Patience {
+    tries: 600,
+    every: Duration::from_millis(50),
+};
 
 pub const NS: &str = "default";
 
@@ -125,6 +139,12 @@ impl Stack {
             .unwrap();
     }
 
+    /// Sets (`Some`) or removes (`None`) one annotation on the host.
+    pub async fn annotate(&self, name: &str, key: &str, value: Option<&str>) {
+        self.patch(name, json!({"metadata": {"annotations": {key: value}}}))
+            .await;
+    }
+
     /// Polls (bounded; Ironic's steps take seconds) until `ok` holds for the host.
     pub async fn wait(
         &self,
@@ -132,58 +152,23 @@ impl Stack {
         what: &str,
         ok: impl Fn(&BareMetalHost) -> bool,
     ) -> BareMetalHost {
-        let mut last = None;
-        for _ in 0..2400 {
-            if let Ok(h) = self.hosts.get(name).await {
-                if ok(&h) {
-                    return h;
-                }
-                last = Some(h);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!(
-            "host {name} never {what}; last: {:#?}",
-            last.map(|h| (h.metadata.annotations, h.status))
-        );
+        poll::host(&self.hosts, PATIENCE, name, what, ok).await
     }
 
     pub async fn wait_gone(&self, name: &str) {
-        for _ in 0..2400 {
-            if self.hosts.get_opt(name).await.unwrap().is_none() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!(
-            "host {name} was never deleted: {:#?}",
-            self.hosts.get(name).await.ok().map(|h| h.status)
-        );
+        poll::host_gone(&self.hosts, PATIENCE, name).await
     }
 
     pub async fn event_reasons(&self, name: &str) -> Vec<String> {
-        self.events
-            .list(&Default::default())
+        poll::host_events(&self.events, name)
             .await
-            .unwrap()
-            .items
             .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
             .map(|e| e.reason.unwrap_or_default())
             .collect()
     }
 
     pub async fn wait_event(&self, name: &str, reason: &str) {
-        for _ in 0..600 {
-            if self.event_reasons(name).await.iter().any(|r| r == reason) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!(
-            "no {reason} Event for {name}: {:?}",
-            self.event_reasons(name).await
-        );
+        poll::host_event(&self.events, EVENT_PATIENCE, name, reason).await;
     }
 }
 
@@ -193,6 +178,14 @@ impl Drop for Stack {
             let _ = stop.send(());
         }
     }
+}
+
+/// The host's operational status (`OK` before it has a status).
+pub fn operational(h: &BareMetalHost) -> OperationalStatus {
+    h.status
+        .as_ref()
+        .map(|s| s.operational_status)
+        .unwrap_or(OperationalStatus::Ok)
 }
 
 /// Milestones of [`sushy_lifecycle`], for backend-specific checks.

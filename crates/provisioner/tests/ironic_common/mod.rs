@@ -113,3 +113,21 @@ impl Drop for Ironic {
             .status();
     }
 }
+
+/// Calls a provisioner step until `Done`; any error fails the test. Bounded, never timed.
+#[allow(unused_macros)]
+macro_rules! done {
+    ($what:expr, $call:expr) => {{
+        let mut rounds = 0;
+        loop {
+            match $call.await {
+                Ok(::ferrometal_provisioner::Step::Done(v)) => break v,
+                Ok(::ferrometal_provisioner::Step::Waiting { .. }) => {}
+                Err(e) => panic!("{}: {e:?}", $what),
+            }
+            rounds += 1;
+            assert!(rounds < 900, "{} never finished", $what);
+            tokio::time::sleep(::std::time::Duration::from_millis(200)).await;
+        }
+    }};
+}
