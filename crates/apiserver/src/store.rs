@@ -131,11 +131,6 @@ impl Stored {
     pub fn value(&self) -> Value {
         serde_json::from_slice(&self.json).expect("stored JSON parses")
     }
-
-    /// The whole object, or null if its JSON does not parse (watch filters and encoders).
-    pub fn full(&self) -> Value {
-        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

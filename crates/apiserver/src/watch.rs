@@ -40,7 +40,7 @@ impl Filter {
         } else if self.meta_only {
             self.matches(&v.meta())
         } else {
-            self.matches(&v.full())
+            self.matches(&v.value())
         }
     }
 
@@ -98,10 +98,10 @@ impl Encoder {
                 out.extend_from_slice(b"}\n");
                 return out.into();
             }
-            Render::Full => crate::convert::from_storage(&self.res, &obj.full()),
-            Render::Metadata => handlers::partial_metadata(&obj.full()),
+            Render::Full => crate::convert::from_storage(&self.res, &obj.value()),
+            Render::Metadata => handlers::partial_metadata(&obj.value()),
             Render::Table(inc) => {
-                let v = crate::convert::from_storage(&self.res, &obj.full());
+                let v = crate::convert::from_storage(&self.res, &obj.value());
                 let mut t = handlers::make_table(
                     &self.res,
                     &[v],

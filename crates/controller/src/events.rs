@@ -55,11 +55,6 @@ impl EventPublisher {
         }
     }
 
-    /// Series remembered now (for tests and metrics of memory use).
-    pub fn remembered(&self) -> usize {
-        self.seen.lock().expect("event series lock").series.len()
-    }
-
     pub async fn publish(&self, host: &BareMetalHost, events: &[HostEvent]) {
         if events.is_empty() {
             return;
