@@ -20,9 +20,14 @@
 //!   variants when resource names are known (kubectl explain finds a kind
 //!   through its resource URL), and `v3_index_with_documents` so the index
 //!   hash changes when a schema does.
+//! - [`rbac`]: Kubernetes RBAC: `Policy` compiled from Roles, ClusterRoles
+//!   (aggregation resolved) and their bindings, `authorize`, `rules_for`
+//!   (SelfSubjectRulesReview), `covers` (escalation check) and the 403
+//!   `forbidden_message` texts.
 
 pub mod apply;
 pub mod openapi;
 pub mod patch;
+pub mod rbac;
 pub mod selector;
 pub mod table;
