@@ -17,18 +17,7 @@ use crate::registry::Snapshot;
 use crate::server::Core;
 use crate::status::ApiError;
 
-pub enum Doc {
-    Root,
-    Version,
-    Health,
-    Api,
-    Apis,
-    Group(String),
-    GroupVersion(String, String),
-    OpenApiV2,
-    OpenApiV3,
-    OpenApiV3Gv(String, String),
-}
+pub use crate::request::Doc;
 
 fn verbs(r: &crate::registry::Resource) -> &'static [&'static str] {
     if r.ephemeral { &["create"] } else { VERBS }

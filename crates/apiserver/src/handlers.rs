@@ -1,6 +1,5 @@
 //! HTTP entry point: parses Kubernetes API paths and query options, and dispatches each verb.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -12,115 +11,21 @@ use ferrometal_apimachinery::table::{self, IncludeObject};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde_json::{Value, json};
 
+use crate::authn::Requester;
 use crate::discovery;
 use crate::objects::{DeleteOpts, PatchKind, WriteOpts};
 use crate::registry::Resource;
+use crate::request::{Query, ResPath, Route, parse_path, parse_query};
 use crate::server::Core;
 use crate::status::ApiError;
 use crate::store::Stored;
 use crate::watch;
+use ferrometal_apimachinery::rbac::UserInfo;
 
-/// Largest accepted request body (kube-apiserver allows ~3 MiB objects; patches of large lists
-/// can be bigger).
-const MAX_BODY: usize = 32 * 1024 * 1024;
-
-/// A parsed resource URL.
-#[derive(Debug, Clone, Default)]
-pub struct ResPath {
-    pub group: String,
-    pub version: String,
-    pub namespace: Option<String>,
-    pub resource: String,
-    pub name: Option<String>,
-    pub subresource: Option<String>,
-    /// Legacy `/watch/` path prefix.
-    pub watch: bool,
-}
-
-enum Route {
-    Discovery(discovery::Doc),
-    Resource(ResPath),
-    NotFound,
-}
-
-fn parse_path(path: &str) -> Route {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (group, version, rest) = match segs.as_slice() {
-        [""] => return Route::Discovery(discovery::Doc::Root),
-        ["version"] => return Route::Discovery(discovery::Doc::Version),
-        ["healthz"] | ["livez"] | ["readyz"] => return Route::Discovery(discovery::Doc::Health),
-        ["api"] => return Route::Discovery(discovery::Doc::Api),
-        ["apis"] => return Route::Discovery(discovery::Doc::Apis),
-        ["openapi", "v2"] => return Route::Discovery(discovery::Doc::OpenApiV2),
-        ["openapi", "v3"] => return Route::Discovery(discovery::Doc::OpenApiV3),
-        ["openapi", "v3", "api", v] => {
-            return Route::Discovery(discovery::Doc::OpenApiV3Gv(String::new(), v.to_string()));
-        }
-        ["openapi", "v3", "apis", g, v] => {
-            return Route::Discovery(discovery::Doc::OpenApiV3Gv(g.to_string(), v.to_string()));
-        }
-        ["api", v] => {
-            return Route::Discovery(discovery::Doc::GroupVersion(String::new(), v.to_string()));
-        }
-        ["apis", g] => return Route::Discovery(discovery::Doc::Group(g.to_string())),
-        ["apis", g, v] => {
-            return Route::Discovery(discovery::Doc::GroupVersion(g.to_string(), v.to_string()));
-        }
-        ["api", v, rest @ ..] => (String::new(), v.to_string(), rest),
-        ["apis", g, v, rest @ ..] => (g.to_string(), v.to_string(), rest),
-        _ => return Route::NotFound,
-    };
-    let mut rest = rest;
-    let mut watch = false;
-    if rest.first() == Some(&"watch") {
-        watch = true;
-        rest = &rest[1..];
-    }
-    let mut namespace = None;
-    if rest.len() >= 3
-        && rest[0] == "namespaces"
-        && !(rest.len() == 3 && matches!(rest[2], "status" | "finalize"))
-    {
-        namespace = Some(rest[1].to_string());
-        rest = &rest[2..];
-    }
-    let p = match rest {
-        [r] => ResPath {
-            resource: r.to_string(),
-            ..Default::default()
-        },
-        [r, n] => ResPath {
-            resource: r.to_string(),
-            name: Some(n.to_string()),
-            ..Default::default()
-        },
-        [r, n, s] => ResPath {
-            resource: r.to_string(),
-            name: Some(n.to_string()),
-            subresource: Some(s.to_string()),
-            ..Default::default()
-        },
-        _ => return Route::NotFound,
-    };
-    if p.resource.is_empty() || p.name.as_deref() == Some("") {
-        return Route::NotFound;
-    }
-    Route::Resource(ResPath {
-        group,
-        version,
-        namespace,
-        watch,
-        ..p
-    })
-}
-
-pub type Query = HashMap<String, String>;
-
-fn parse_query(q: Option<&str>) -> Query {
-    url::form_urlencoded::parse(q.unwrap_or_default().as_bytes())
-        .into_owned()
-        .collect()
-}
+/// Largest accepted request body, as kube-apiserver (3 MiB); larger ones get 413.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+/// How far past [`MAX_BODY`] a body is still read (and dropped) before answering 413.
+const DRAIN: usize = 1024 * 1024;
 
 fn flag(q: &Query, k: &str) -> bool {
     q.get(k).is_some_and(|v| v == "true" || v == "1")
@@ -180,8 +85,17 @@ fn content_type(headers: &HeaderMap) -> String {
         .to_string()
 }
 
-/// Decodes a request body as JSON or YAML; malformed input is a 400.
+/// Decodes a request body as JSON or YAML; malformed input is a 400, another media type a 415.
 fn parse_body(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
+    let base = ct.split(';').next().unwrap_or_default().trim();
+    let known = base.is_empty()
+        || base == "*/*"
+        || base.ends_with("json")
+        || base.ends_with("yaml")
+        || base.contains("protobuf");
+    if !known {
+        return Err(ApiError::unsupported_media_type(ct));
+    }
     if ct.contains("protobuf") {
         return match crate::protobuf::decode(body) {
             Ok(Some(v)) => Ok(v),
@@ -217,9 +131,36 @@ fn field_manager(q: &Query, headers: &HeaderMap) -> String {
 
 pub async fn dispatch(State(core): State<Arc<Core>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+    let too_large = || {
+        ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {MAX_BODY}"),
+        )
+        .into_response()
+    };
+    // A body a little over the limit is read and dropped so the client gets the 413 rather
+    // than a connection reset in the middle of its upload; a far larger one is refused at once.
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY + DRAIN) {
+        return too_large();
+    }
+    let body = match axum::body::to_bytes(body, MAX_BODY + DRAIN).await {
+        Ok(b) if b.len() > MAX_BODY => return too_large(),
         Ok(b) => b,
-        Err(e) => return ApiError::bad_request(format!("reading body: {e}")).into_response(),
+        Err(e) => {
+            let over = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                || e.to_string().contains("length limit");
+            if over {
+                return too_large();
+            }
+            return ApiError::bad_request(format!("reading body: {e}")).into_response();
+        }
     };
     let q = parse_query(parts.uri.query());
     let result = match parse_path(parts.uri.path()) {
@@ -234,7 +175,14 @@ pub async fn dispatch(State(core): State<Arc<Core>>, req: Request) -> Response {
                 discovery::serve(&core, doc, &parts.headers)
             }
         }
-        Route::Resource(p) => resource(&core, p, &parts.method, &parts.headers, &q, body).await,
+        Route::Resource(p) => {
+            let user = parts
+                .extensions
+                .get::<Requester>()
+                .map(|r| r.0.clone())
+                .unwrap_or_default();
+            resource(&core, p, &parts.method, &parts.headers, &q, body, user).await
+        }
         Route::NotFound => Err(ApiError::path_not_found()),
     };
     match result {
@@ -256,6 +204,7 @@ async fn resource(
     headers: &HeaderMap,
     q: &Query,
     body: Bytes,
+    user: Arc<UserInfo>,
 ) -> Result<Response, ApiError> {
     let snap = core.registry.snapshot();
     let Some(res) = snap.find(&p.group, &p.version, &p.resource).cloned() else {
@@ -271,10 +220,41 @@ async fn resource(
     match p.subresource.as_deref() {
         None => {}
         Some("status") if res.status_subresource => {}
+        Some("token") if res.builtin && res.key == crate::authn::SA_KEY => {
+            if method != Method::POST {
+                return Err(ApiError::method_not_supported(
+                    &res.target(""),
+                    method.as_str(),
+                ));
+            }
+            let req = review_body(headers, &body)?;
+            let (ns, name) = (p.namespace.unwrap_or_default(), p.name.unwrap_or_default());
+            let out = crate::reviews::token_request(&core.authn, &core.store, &ns, &name, req)?;
+            return Ok(value_response(StatusCode::CREATED, &out));
+        }
         Some(_) => return Err(ApiError::path_not_found()),
     }
     if res.ephemeral {
-        return review(&res, method, headers, &body);
+        if method != Method::POST {
+            return Err(ApiError::method_not_supported(
+                &res.target(""),
+                method.as_str(),
+            ));
+        }
+        let mut obj = review_body(headers, &body)?;
+        obj["apiVersion"] = json!(res.api_version());
+        obj["kind"] = json!(res.kind);
+        let policy = core.policy.get();
+        crate::reviews::answer(
+            &res.kind,
+            &mut obj,
+            &user,
+            &policy,
+            &core.authn,
+            &core.store,
+            p.namespace.as_deref(),
+        )?;
+        return Ok(value_response(StatusCode::CREATED, &obj));
     }
     let ns = p.namespace.clone().unwrap_or_default();
     let render = render_for(headers, q);
@@ -285,6 +265,8 @@ async fn resource(
         force: flag(q, "force"),
         subresource: p.subresource.clone(),
         strict: q.get("fieldValidation").is_some_and(|v| v == "Strict"),
+        requester: Some(user.clone()),
+        ..Default::default()
     };
     let name = p.name.clone();
     match (method.clone(), name) {
@@ -306,12 +288,15 @@ async fn resource(
             }
             let obj = parse_body(&ct, &body)?;
             let out = core.create(&res, &ns, obj, &opts).await?;
-            Ok(json_response(StatusCode::CREATED, out))
+            Ok(with_warnings(
+                json_response(StatusCode::CREATED, out),
+                &opts,
+            ))
         }
         (Method::PUT, Some(name)) => {
             let obj = parse_body(&ct, &body)?;
             let out = core.update(&res, &ns, &name, obj, &opts).await?;
-            Ok(json_response(StatusCode::OK, out))
+            Ok(with_warnings(json_response(StatusCode::OK, out), &opts))
         }
         (Method::PATCH, Some(name)) => {
             let Some(kind) = PatchKind::from_content_type(&ct) else {
@@ -323,7 +308,7 @@ async fn resource(
                 parse_body("application/json", &body)?
             };
             let out = core.patch(&res, &ns, &name, kind, patch, &opts).await?;
-            Ok(json_response(StatusCode::OK, out))
+            Ok(with_warnings(json_response(StatusCode::OK, out), &opts))
         }
         (Method::DELETE, Some(name)) => {
             let d = delete_opts(q, &body)?;
@@ -337,44 +322,28 @@ async fn resource(
     }
 }
 
-/// Answers an access or rules review: everything is allowed to the token holder.
-fn review(
-    res: &Resource,
-    method: &Method,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Response, ApiError> {
-    if method != Method::POST {
-        return Err(ApiError::method_not_supported(
-            &res.target(""),
-            method.as_str(),
-        ));
+/// Adds the write's warnings as `Warning: 299 - "text"` headers, as kube-apiserver does (kubectl
+/// prints them).
+fn with_warnings(mut resp: Response, opts: &WriteOpts) -> Response {
+    for w in opts.take_warnings() {
+        let text = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
     }
-    // kubectl posts these as protobuf; the answer does not depend on the question, so an
-    // undecodable body just yields an answer without the echoed spec.
-    let ct = content_type(headers);
-    let mut obj = if ct.contains("protobuf") {
-        json!({})
-    } else {
-        parse_body(&ct, body)?
-    };
+    resp
+}
+
+/// The body of a review or TokenRequest: a JSON object (decoded from protobuf, which kubectl
+/// sends for these).
+fn review_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let obj = parse_body(&content_type(headers), body)?;
     if !obj.is_object() {
         return Err(ApiError::bad_request(
             "the request body must be a JSON object",
         ));
     }
-    obj["apiVersion"] = json!(res.api_version());
-    obj["kind"] = json!(res.kind);
-    obj["status"] = if res.kind == "SelfSubjectRulesReview" {
-        json!({
-            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-            "incomplete": false,
-        })
-    } else {
-        json!({"allowed": true, "reason": "the token holder may do everything"})
-    };
-    Ok(value_response(StatusCode::CREATED, &obj))
+    Ok(obj)
 }
 
 fn delete_opts(q: &Query, body: &[u8]) -> Result<DeleteOpts, ApiError> {
@@ -667,53 +636,4 @@ async fn delete_collection(
         "items": items,
     });
     Ok(value_response(StatusCode::OK, &v))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn res(path: &str) -> ResPath {
-        match parse_path(path) {
-            Route::Resource(p) => p,
-            _ => panic!("not a resource path: {path}"),
-        }
-    }
-
-    #[test]
-    fn paths() {
-        let p = res("/api/v1/namespaces/default/secrets/s1");
-        assert_eq!(
-            (
-                p.group.as_str(),
-                p.namespace.as_deref(),
-                p.resource.as_str(),
-                p.name.as_deref()
-            ),
-            ("", Some("default"), "secrets", Some("s1"))
-        );
-        let p = res("/api/v1/namespaces/foo");
-        assert_eq!(
-            (p.resource.as_str(), p.name.as_deref()),
-            ("namespaces", Some("foo"))
-        );
-        let p = res("/api/v1/namespaces/foo/status");
-        assert_eq!(
-            (
-                p.resource.as_str(),
-                p.name.as_deref(),
-                p.subresource.as_deref()
-            ),
-            ("namespaces", Some("foo"), Some("status"))
-        );
-        let p = res("/apis/metal3.io/v1alpha1/namespaces/x/baremetalhosts/h/status");
-        assert_eq!(p.subresource.as_deref(), Some("status"));
-        assert_eq!(p.group, "metal3.io");
-        let p = res("/apis/metal3.io/v1alpha1/baremetalhosts");
-        assert!(p.namespace.is_none() && p.name.is_none());
-        let p = res("/api/v1/watch/namespaces/default/configmaps");
-        assert!(p.watch);
-        assert!(matches!(parse_path("/apis/a/b/c/d/e/f/g"), Route::NotFound));
-        assert!(matches!(parse_path("/foo"), Route::NotFound));
-    }
 }

@@ -4,7 +4,7 @@
 use axum::Router;
 use tower::ServiceBuilder;
 
-use crate::auth::InProcess;
+use crate::authn::InProcess;
 
 pub fn client(router: Router) -> kube::Client {
     let svc = ServiceBuilder::new()

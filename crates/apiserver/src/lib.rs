@@ -28,20 +28,30 @@
 //! # }
 //! ```
 
-mod auth;
+mod admission;
+mod audit;
+mod authn;
+mod authz;
 mod convert;
 mod discovery;
+mod files;
+mod filters;
 mod gc;
 mod handlers;
 mod inprocess;
+pub mod kubeconfig;
 mod meta;
 mod objects;
 mod protobuf;
 mod registry;
+mod request;
+mod reviews;
 mod server;
 mod status;
 pub mod store;
 mod tls;
 mod watch;
+mod yaml;
 
 pub use server::{ApiServer, ServerConfig, ServerError};
+pub use store::{CheckReport, check as check_store};

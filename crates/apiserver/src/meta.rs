@@ -58,6 +58,26 @@ pub fn dns_subdomain_errors(name: &str) -> Vec<String> {
     errs
 }
 
+/// Problems with a name that only has to be a URL path segment (RBAC objects); empty when valid.
+pub fn path_segment_errors(name: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if name.is_empty() {
+        errs.push("name or generateName is required".to_string());
+    }
+    if name == "." || name == ".." {
+        errs.push(format!("may not be '{name}'"));
+    }
+    for bad in ["/", "%"] {
+        if name.contains(bad) {
+            errs.push(format!("may not contain '{bad}'"));
+        }
+    }
+    if name.len() > 253 {
+        errs.push("must be no more than 253 characters".to_string());
+    }
+    errs
+}
+
 /// Problems with a DNS-1123 label (namespace names); empty when valid.
 pub fn dns_label_errors(name: &str) -> Vec<String> {
     let mut errs = Vec::new();

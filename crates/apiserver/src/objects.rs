@@ -23,8 +23,28 @@ pub struct WriteOpts {
     /// `Some("status")` for the status subresource.
     pub subresource: Option<String>,
     /// `fieldValidation=Strict`: fields the schema does not know are an error instead of being
-    /// dropped silently.
+    /// dropped with a warning.
     pub strict: bool,
+    /// Warnings for the response's `Warning` headers (dropped unknown fields), filled in by
+    /// the write.
+    pub warnings: Arc<std::sync::Mutex<Vec<String>>>,
+    /// Who writes, for admission checks that depend on it (RBAC escalation); `None` for the
+    /// server's own writes.
+    pub requester: Option<Arc<ferrometal_apimachinery::rbac::UserInfo>>,
+}
+
+impl WriteOpts {
+    fn warn(&self, w: String) {
+        let mut all = self.warnings.lock().expect("warnings lock");
+        // Bounded like everything else a request can make the server keep.
+        if all.len() < 100 {
+            all.push(w);
+        }
+    }
+
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().expect("warnings lock"))
+    }
 }
 
 /// What a write answers with.
@@ -144,6 +164,9 @@ fn check_metadata(res: &Resource, ns: &str, obj: &mut Value) -> Result<(), ApiEr
     }
     let errs = if res.is_namespace() {
         meta::dns_label_errors(&name)
+    } else if res.builtin && res.group == "rbac.authorization.k8s.io" {
+        // RBAC names only need to be path segments (`system:basic-user`), as in Kubernetes.
+        meta::path_segment_errors(&name)
     } else {
         meta::dns_subdomain_errors(&name)
     };
@@ -280,8 +303,10 @@ fn removed_fields(before: &Value, after: &Value, path: &str, out: &mut Vec<Strin
 }
 
 /// Decodes a built-in object into its k8s-openapi type, like kube-apiserver decoding into Go
-/// structs: a wrong type is a 400, and with strict field validation so is an unknown field.
-fn check_builtin_types(res: &Resource, obj: &Value, strict: bool) -> Result<(), ApiError> {
+/// structs: a wrong type is a 400; an unknown field is dropped with a warning, or with strict
+/// field validation is a 400.
+fn check_builtin_types(res: &Resource, obj: &mut Value, opts: &WriteOpts) -> Result<(), ApiError> {
+    let strict = opts.strict;
     use k8s_openapi::api;
     fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(
         obj: &Value,
@@ -299,6 +324,13 @@ fn check_builtin_types(res: &Resource, obj: &Value, strict: bool) -> Result<(), 
         // events.k8s.io Events are checked in their stored (core) form.
         (_, "Event") => typed::<api::core::v1::Event>(obj),
         ("coordination.k8s.io", "Lease") => typed::<api::coordination::v1::Lease>(obj),
+        ("", "ServiceAccount") => typed::<api::core::v1::ServiceAccount>(obj),
+        ("rbac.authorization.k8s.io", "Role") => typed::<api::rbac::v1::Role>(obj),
+        ("rbac.authorization.k8s.io", "ClusterRole") => typed::<api::rbac::v1::ClusterRole>(obj),
+        ("rbac.authorization.k8s.io", "RoleBinding") => typed::<api::rbac::v1::RoleBinding>(obj),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            typed::<api::rbac::v1::ClusterRoleBinding>(obj)
+        }
         _ => return Ok(()),
     };
     let what = format!(
@@ -307,20 +339,22 @@ fn check_builtin_types(res: &Resource, obj: &Value, strict: bool) -> Result<(), 
         v = res.version
     );
     let decoded = decoded.map_err(|e| ApiError::bad_request(format!("{what}: {e}")))?;
-    if strict {
-        let mut unknown = Vec::new();
-        unknown_fields(obj, &decoded, "", &mut unknown);
-        if !unknown.is_empty() {
-            let list = unknown
-                .iter()
-                .map(|f| format!("unknown field \"{f}\""))
-                .collect::<Vec<_>>()
-                .join(", ");
-            return Err(ApiError::bad_request(format!(
-                "{what}: strict decoding error: {list}"
-            )));
-        }
+    let mut unknown = Vec::new();
+    unknown_fields(obj, &decoded, "", &mut unknown);
+    if strict && !unknown.is_empty() {
+        let list = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(ApiError::bad_request(format!(
+            "{what}: strict decoding error: {list}"
+        )));
     }
+    for f in &unknown {
+        opts.warn(format!("unknown field \"{f}\""));
+    }
+    drop_unknown(obj, &decoded);
     Ok(())
 }
 
@@ -351,6 +385,26 @@ fn unknown_fields(sent: &Value, decoded: &Value, path: &str, out: &mut Vec<Strin
         (Value::Array(s), Value::Array(d)) if s.len() == d.len() => {
             for (i, (sv, dv)) in s.iter().zip(d).enumerate() {
                 unknown_fields(sv, dv, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Removes from `sent` the fields the typed round trip dropped (see [`unknown_fields`]).
+fn drop_unknown(sent: &mut Value, decoded: &Value) {
+    match (sent, decoded) {
+        (Value::Object(s), Value::Object(d)) => {
+            s.retain(|k, _| d.contains_key(k));
+            for (k, sv) in s.iter_mut() {
+                if let Some(dv) = d.get(k) {
+                    drop_unknown(sv, dv);
+                }
+            }
+        }
+        (Value::Array(s), Value::Array(d)) if s.len() == d.len() => {
+            for (sv, dv) in s.iter_mut().zip(d) {
+                drop_unknown(sv, dv);
             }
         }
         _ => {}
@@ -548,6 +602,20 @@ fn record_update(
 }
 
 impl Core {
+    /// Admission checks that depend on the writer (see admission.rs).
+    fn admit(
+        &self,
+        res: &Resource,
+        ns: &str,
+        obj: &Value,
+        opts: &WriteOpts,
+    ) -> Result<(), ApiError> {
+        match &opts.requester {
+            Some(user) => crate::admission::check(&self.policy.get(), user, res, ns, obj),
+            None => Ok(()),
+        }
+    }
+
     fn check_namespace(&self, s: &View, res: &Resource, ns: &str) -> Result<(), ApiError> {
         if res.namespaced && s.get(registry::NAMESPACE_KEY, "", ns).is_none() {
             return Err(
@@ -620,7 +688,8 @@ impl Core {
             o.remove("status");
         }
         builtin_prepare(res, &mut obj)?;
-        check_builtin_types(res, &obj, opts.strict)?;
+        check_builtin_types(res, &mut obj, opts)?;
+        self.admit(res, ns, &obj, opts)?;
         if !res.builtin {
             validate_cr(res, &mut obj, None, opts.strict)?;
         }
@@ -764,7 +833,8 @@ impl Core {
         }
         check_metadata(res, &ns, &mut new)?;
         builtin_prepare(res, &mut new)?;
-        check_builtin_types(res, &new, opts.strict)?;
+        check_builtin_types(res, &mut new, opts)?;
+        self.admit(res, &ns, &new, opts)?;
         if res.is_crd() {
             keep_transition_times(&old_value, &mut new);
         }
@@ -1071,6 +1141,9 @@ impl Core {
         if res.is_crd() {
             self.rebuild_registry();
         }
+        if res.builtin && crate::authz::is_rbac_key(&res.key) {
+            self.policy.rebuild(&self.store);
+        }
     }
 
     pub(crate) fn rebuild_registry(&self) {
@@ -1149,6 +1222,9 @@ fn apply_patch(
     })
 }
 
+const MAX_JSON_PATCH_OPS: usize = 10_000;
+const MAX_JSON_PATCH_COPIED: usize = crate::store::MAX_OBJECT_BYTES;
+
 /// Applies a JSON patch op by op. A `test` for `null` at a path that does not exist passes, as
 /// on kube-apiserver; kube-rs's finalizer helper relies on that for objects without finalizers.
 fn json_patch_compat(target: &mut Value, patch: &Value) -> Result<(), ApiError> {
@@ -1157,7 +1233,33 @@ fn json_patch_compat(target: &mut Value, patch: &Value) -> Result<(), ApiError> 
             "a JSON patch must be an array of operations",
         ));
     };
+    // kube-apiserver's bounds: a count of operations, and the bytes `copy` may duplicate (each
+    // copy can double the object, so without a bound a small patch builds a huge object).
+    if ops.len() > MAX_JSON_PATCH_OPS {
+        return Err(ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!(
+                "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPS}, got {}",
+                ops.len()
+            ),
+        ));
+    }
+    let mut copied = 0usize;
     for op in ops {
+        if op.get("op").and_then(Value::as_str) == Some("copy") {
+            let from = op.get("from").and_then(Value::as_str).unwrap_or_default();
+            if let Some(v) = target.pointer(from) {
+                copied += serde_json::to_vec(v).map_or(0, |b| b.len());
+            }
+            if copied > MAX_JSON_PATCH_COPIED {
+                return Err(ApiError::new(
+                    413,
+                    "RequestEntityTooLarge",
+                    format!("the JSON patch copies more than {MAX_JSON_PATCH_COPIED} bytes"),
+                ));
+            }
+        }
         let is_null_test = op.get("op").and_then(Value::as_str) == Some("test")
             && op.get("value").is_none_or(Value::is_null);
         if is_null_test {

@@ -140,6 +140,145 @@ fn object_meta(b: &[u8]) -> Result<Value, ProtoError> {
     Ok(Value::Object(m))
 }
 
+/// How one protobuf field maps to JSON, for the kinds decoded by [`message`].
+#[derive(Clone, Copy)]
+enum Ty {
+    Str,
+    Strs,
+    Int,
+    Bool,
+    StrMap,
+    Meta,
+    Msg(&'static [(u64, &'static str, Ty)]),
+    Msgs(&'static [(u64, &'static str, Ty)]),
+}
+
+type Schema = &'static [(u64, &'static str, Ty)];
+
+const POLICY_RULE: Schema = &[
+    (1, "verbs", Ty::Strs),
+    (2, "apiGroups", Ty::Strs),
+    (3, "resources", Ty::Strs),
+    (4, "resourceNames", Ty::Strs),
+    (5, "nonResourceURLs", Ty::Strs),
+];
+const SUBJECT: Schema = &[
+    (1, "kind", Ty::Str),
+    (2, "apiGroup", Ty::Str),
+    (3, "name", Ty::Str),
+    (4, "namespace", Ty::Str),
+];
+const ROLE_REF: Schema = &[
+    (1, "apiGroup", Ty::Str),
+    (2, "kind", Ty::Str),
+    (3, "name", Ty::Str),
+];
+const REQUIREMENT: Schema = &[
+    (1, "key", Ty::Str),
+    (2, "operator", Ty::Str),
+    (3, "values", Ty::Strs),
+];
+const LABEL_SELECTOR: Schema = &[
+    (1, "matchLabels", Ty::StrMap),
+    (2, "matchExpressions", Ty::Msgs(REQUIREMENT)),
+];
+const AGGREGATION: Schema = &[(1, "clusterRoleSelectors", Ty::Msgs(LABEL_SELECTOR))];
+const RESOURCE_ATTRS: Schema = &[
+    (1, "namespace", Ty::Str),
+    (2, "verb", Ty::Str),
+    (3, "group", Ty::Str),
+    (4, "version", Ty::Str),
+    (5, "resource", Ty::Str),
+    (6, "subresource", Ty::Str),
+    (7, "name", Ty::Str),
+];
+const NON_RESOURCE_ATTRS: Schema = &[(1, "path", Ty::Str), (2, "verb", Ty::Str)];
+const SSAR_SPEC: Schema = &[
+    (1, "resourceAttributes", Ty::Msg(RESOURCE_ATTRS)),
+    (2, "nonResourceAttributes", Ty::Msg(NON_RESOURCE_ATTRS)),
+];
+const SSRR_SPEC: Schema = &[(1, "namespace", Ty::Str)];
+const TOKEN_REQUEST_SPEC: Schema = &[
+    (1, "audiences", Ty::Strs),
+    (4, "expirationSeconds", Ty::Int),
+];
+
+/// Message layouts of the kinds kubectl's `create`, `auth` and token commands send.
+fn schema_for(api_version: &str, kind: &str) -> Option<Schema> {
+    const META: (u64, &str, Ty) = (1, "metadata", Ty::Meta);
+    Some(match (api_version, kind) {
+        ("v1", "ServiceAccount") => &[META, (4, "automountServiceAccountToken", Ty::Bool)],
+        ("rbac.authorization.k8s.io/v1", "Role") => &[META, (2, "rules", Ty::Msgs(POLICY_RULE))],
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => &[
+            META,
+            (2, "rules", Ty::Msgs(POLICY_RULE)),
+            (3, "aggregationRule", Ty::Msg(AGGREGATION)),
+        ],
+        ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => &[
+            META,
+            (2, "subjects", Ty::Msgs(SUBJECT)),
+            (3, "roleRef", Ty::Msg(ROLE_REF)),
+        ],
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
+            &[META, (2, "spec", Ty::Msg(SSAR_SPEC))]
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => {
+            &[META, (2, "spec", Ty::Msg(SSRR_SPEC))]
+        }
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => &[META],
+        ("authentication.k8s.io/v1", "TokenRequest") => {
+            &[META, (2, "spec", Ty::Msg(TOKEN_REQUEST_SPEC))]
+        }
+        _ => return None,
+    })
+}
+
+/// Decodes the fields `schema` names into `out`; unknown fields are skipped.
+fn message(buf: &[u8], schema: Schema, out: &mut Map<String, Value>) -> Result<(), ProtoError> {
+    for (n, f) in fields(buf)? {
+        let Some((_, name, ty)) = schema.iter().find(|(k, _, _)| *k == n) else {
+            continue;
+        };
+        let name = name.to_string();
+        match (ty, f) {
+            (Ty::Str, Field::Bytes(v)) => {
+                out.insert(name, json!(string(v)?));
+            }
+            (Ty::Strs, Field::Bytes(v)) => {
+                let list = out.entry(name).or_insert_with(|| json!([]));
+                if let Some(a) = list.as_array_mut() {
+                    a.push(json!(string(v)?));
+                }
+            }
+            (Ty::Int, Field::Varint(v)) => {
+                out.insert(name, json!(v as i64));
+            }
+            (Ty::Bool, Field::Varint(v)) => {
+                out.insert(name, json!(v != 0));
+            }
+            (Ty::StrMap, Field::Bytes(v)) => insert_entry(out, &name, map_entry(v, false)?),
+            (Ty::Meta, Field::Bytes(v)) => {
+                out.insert(name, object_meta(v)?);
+            }
+            (Ty::Msg(inner), Field::Bytes(v)) => {
+                let mut m = Map::new();
+                message(v, inner, &mut m)?;
+                out.insert(name, Value::Object(m));
+            }
+            (Ty::Msgs(inner), Field::Bytes(v)) => {
+                let mut m = Map::new();
+                message(v, inner, &mut m)?;
+                let list = out.entry(name).or_insert_with(|| json!([]));
+                if let Some(a) = list.as_array_mut() {
+                    a.push(Value::Object(m));
+                }
+            }
+            _ => return Err(ProtoError("unexpected wire type")),
+        }
+    }
+    Ok(())
+}
+
 /// Decodes a protobuf request body into the JSON form of the object, for the kinds kubectl's
 /// generators create. Other kinds are `None` (the caller answers 415).
 pub fn decode(body: &[u8]) -> Result<Option<Value>, ProtoError> {
@@ -167,6 +306,10 @@ pub fn decode(body: &[u8]) -> Result<Option<Value>, ProtoError> {
     let mut obj = Map::new();
     obj.insert("apiVersion".into(), json!(api_version));
     obj.insert("kind".into(), json!(kind));
+    if let Some(schema) = schema_for(&api_version, &kind) {
+        message(raw, schema, &mut obj)?;
+        return Ok(Some(Value::Object(obj)));
+    }
     // Field numbers per kind: (metadata, string map, bytes map, type, immutable, stringData).
     let layout: (u64, Option<u64>, Option<u64>, Option<u64>, Option<u64>) =
         match (api_version.as_str(), kind.as_str()) {

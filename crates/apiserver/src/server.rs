@@ -5,14 +5,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::Router;
-use base64::Engine;
 use futures::FutureExt;
 use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 
-use crate::auth;
+use crate::audit::Audit;
+use crate::authn::{self, Authenticator, PeerIdentity, TokenSigner};
+use crate::authz::PolicyCache;
+use crate::files;
 use crate::objects::WriteOpts;
 use crate::registry::{self, Registry};
 use crate::status::ApiError;
@@ -23,8 +25,10 @@ use crate::tls;
 pub struct Core {
     pub store: Store,
     pub registry: Registry,
-    /// `None` when authentication is off.
-    pub token: Option<String>,
+    pub authn: Authenticator,
+    /// The compiled RBAC policy, rebuilt on every RBAC write.
+    pub policy: PolicyCache,
+    pub audit: Option<Audit>,
     pub shutdown: watch::Receiver<bool>,
     /// Pokes the garbage collector after deletions.
     pub gc: Notify,
@@ -112,7 +116,11 @@ impl ApiServer {
                 .map_err(io_err(dir))?;
         }
         let token_path = dir.join("token");
-        let token = auth::load_or_create_token(&token_path).map_err(io_err(&token_path))?;
+        let token = files::load_or_create_secret(&token_path, 32).map_err(io_err(&token_path))?;
+        let key_path = dir.join("sa.key");
+        let signer = TokenSigner::load_or_create(&key_path).map_err(io_err(&key_path))?;
+        let audit_dir = dir.join("audit");
+        let audit = Audit::open(&audit_dir).map_err(io_err(&audit_dir))?;
         let tls = if config.tls {
             let files = tls::ensure(dir, &config.tls_names)?;
             let ca = std::fs::read_to_string(&files.ca).map_err(io_err(&files.ca))?;
@@ -131,18 +139,21 @@ impl ApiServer {
         let core = Arc::new(Core {
             store,
             registry: Registry::default(),
-            token: config.auth.then(|| token.clone()),
+            authn: Authenticator::new(config.auth.then(|| token.clone()), signer),
+            policy: PolicyCache::default(),
+            audit: Some(audit),
             shutdown,
             gc: Notify::new(),
         });
         core.rebuild_registry();
         bootstrap(&core).await?;
+        core.policy.rebuild(&core.store);
         tokio::spawn(crate::gc::run(core.clone()));
         let router = Router::new()
             .fallback(dispatch_catching)
             .layer(axum::middleware::from_fn_with_state(
                 core.clone(),
-                auth::authenticate,
+                crate::filters::gate,
             ))
             .with_state(core.clone());
         Ok(ApiServer {
@@ -159,6 +170,14 @@ impl ApiServer {
     /// server itself. Default namespace `default`.
     pub fn client(&self) -> kube::Client {
         crate::inprocess::client(self.router.clone())
+    }
+
+    /// Installs the objects of a multi-document YAML manifest (roles and the like): each is
+    /// created when missing; see [`Core::install`] for what happens to existing ones.
+    pub async fn install_yaml(&self, manifest: &str, manager: &str) -> Result<(), ServerError> {
+        let objects = crate::yaml::documents(manifest)
+            .map_err(|e| ServerError::Bootstrap(ApiError::bad_request(e)))?;
+        Ok(self.core.install(objects, manager).await?)
     }
 
     /// The axum router (authentication included), for embedding in another server.
@@ -192,31 +211,15 @@ impl ApiServer {
     /// Writes `DATA_DIR/kubeconfig` (mode 0600) pointing at `url` with the token (and the CA
     /// with TLS); returns its path.
     pub fn write_kubeconfig(&self, url: &str) -> Result<PathBuf, ServerError> {
-        let mut cluster = json!({ "server": url });
-        if let Some((_, ca)) = &self.tls {
-            cluster["certificate-authority-data"] =
-                json!(base64::engine::general_purpose::STANDARD.encode(ca));
-        }
         let user = if self.config.auth {
             json!({ "token": self.token })
         } else {
             json!({})
         };
-        let doc = json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{ "name": "ferrometal", "cluster": cluster }],
-            "users": [{ "name": "ferrometal", "user": user }],
-            "contexts": [{
-                "name": "ferrometal",
-                "context": { "cluster": "ferrometal", "user": "ferrometal", "namespace": "default" },
-            }],
-            "current-context": "ferrometal",
-            "preferences": {},
-        });
+        let ca = self.tls.as_ref().map(|(_, ca)| ca.as_str());
+        let yaml = crate::kubeconfig::document(url, ca, user, "default");
         let path = self.kubeconfig_path();
-        let yaml = serde_yaml::to_string(&doc).expect("kubeconfig serializes");
-        auth::write_private(&path, yaml.as_bytes()).map_err(io_err(&path))?;
+        files::write_private(&path, yaml.as_bytes()).map_err(io_err(&path))?;
         Ok(path)
     }
 
@@ -254,7 +257,20 @@ impl ApiServer {
             tokio::spawn(async move {
                 match acceptor {
                     Some(acc) => match acc.accept(stream).await {
-                        Ok(tls) => serve_conn(TokioIo::new(tls), router, shutdown).await,
+                        Ok(tls) => {
+                            // A verified client certificate names the user of every request on
+                            // this connection.
+                            let peer = tls
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(|c| c.first())
+                                .and_then(|c| authn::identity_from_cert(c.as_ref()))
+                                .map(Arc::new);
+                            let peer = PeerIdentity(peer);
+                            let router = router.layer(axum::Extension(peer));
+                            serve_conn(TokioIo::new(tls), router, shutdown).await
+                        }
                         Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                     },
                     None => serve_conn(TokioIo::new(stream), router, shutdown).await,
@@ -320,8 +336,81 @@ async fn dispatch_catching(
     }
 }
 
-/// Creates the namespaces every cluster has.
+/// The RBAC objects every cluster has (kube-apiserver's bootstrap policy, reduced to what this
+/// server serves).
+const BOOTSTRAP_RBAC: &str = include_str!("bootstrap-rbac.yaml");
+
+/// Creates the namespaces every cluster has, and the default RBAC objects.
 async fn bootstrap(core: &Core) -> Result<(), ApiError> {
+    create_namespaces(core).await?;
+    let objects = crate::yaml::documents(BOOTSTRAP_RBAC).expect("bootstrap RBAC parses");
+    core.install(objects, "ferrometal").await
+}
+
+impl Core {
+    /// Creates each object that does not exist yet; one that exists and carries
+    /// `rbac.authorization.kubernetes.io/autoupdate: "true"` is brought back to `objects`'
+    /// content (as kube-apiserver reconciles its default roles at start). Anything else an
+    /// admin changed is left alone.
+    pub async fn install(
+        &self,
+        objects: Vec<serde_json::Value>,
+        manager: &str,
+    ) -> Result<(), ApiError> {
+        let snap = self.registry.snapshot();
+        let opts = WriteOpts {
+            manager: manager.into(),
+            ..Default::default()
+        };
+        for obj in objects {
+            let av = obj["apiVersion"].as_str().unwrap_or_default();
+            let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+            let kind = obj["kind"].as_str().unwrap_or_default();
+            let Some(res) = snap
+                .resources
+                .iter()
+                .find(|r| r.group == group && r.version == version && r.kind == kind)
+                .cloned()
+            else {
+                return Err(ApiError::internal(format!(
+                    "cannot install {av} {kind}: not served"
+                )));
+            };
+            let name = obj["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let ns = obj["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let Some(current) = self.store.get(&res.key, &ns, &name) else {
+                match self.create(&res, &ns, obj, &opts).await {
+                    Ok(_) => {}
+                    Err(e) if e.code == 409 => {}
+                    Err(e) => return Err(e),
+                }
+                continue;
+            };
+            let current = current.value();
+            let autoupdate = current
+                .pointer("/metadata/annotations/rbac.authorization.kubernetes.io~1autoupdate")
+                .and_then(serde_json::Value::as_str)
+                == Some("true");
+            let differs = ["rules", "aggregationRule", "subjects", "roleRef"]
+                .iter()
+                .any(|k| current.get(*k) != obj.get(*k));
+            if autoupdate && differs {
+                let mut new = obj;
+                new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+                self.update(&res, &ns, &name, new, &opts).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn create_namespaces(core: &Core) -> Result<(), ApiError> {
     let snap = core.registry.snapshot();
     let ns = snap
         .find("", "v1", "namespaces")

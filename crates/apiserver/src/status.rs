@@ -230,8 +230,16 @@ impl Target<'_> {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        if matches!(e, StoreError::Closed) {
-            return ApiError::new(503, "ServiceUnavailable", "the server is shutting down");
+        match &e {
+            StoreError::Closed => {
+                return ApiError::new(503, "ServiceUnavailable", "the server is shutting down");
+            }
+            // The client's input, not a server failure: nothing was written.
+            StoreError::TooLarge { .. } => {
+                return ApiError::new(413, "RequestEntityTooLarge", e.to_string());
+            }
+            StoreError::TooDeep { .. } => return ApiError::new(422, "Invalid", e.to_string()),
+            _ => {}
         }
         tracing::error!(error = %e, "store failure");
         ApiError::internal(format!("storage error: {e}"))

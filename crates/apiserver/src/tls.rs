@@ -24,6 +24,10 @@ pub enum TlsError {
     Pem(#[from] rustls::pki_types::pem::Error),
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
+    #[error("client certificate verifier: {0}")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+    #[error("{0}")]
+    Invalid(String),
 }
 
 pub struct TlsFiles {
@@ -84,11 +88,7 @@ pub fn ensure(dir: &Path, extra_names: &[String]) -> Result<TlsFiles, TlsError> 
         }
     }
 
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "ferrometal-ca");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_params = ca_params()?;
     // The CA's subject is fixed, so its saved key and the same parameters sign exactly as
     // the original certificate would.
     let existing_key = match (files.ca.exists(), std::fs::read_to_string(&files.ca_key)) {
@@ -101,7 +101,7 @@ pub fn ensure(dir: &Path, extra_names: &[String]) -> Result<TlsFiles, TlsError> 
             let ca_key = KeyPair::generate()?;
             let ca_cert = ca_params.self_signed(&ca_key)?;
             std::fs::write(&files.ca, ca_cert.pem()).map_err(io(&files.ca))?;
-            crate::auth::write_private(&files.ca_key, ca_key.serialize_pem().as_bytes())
+            crate::files::write_private(&files.ca_key, ca_key.serialize_pem().as_bytes())
                 .map_err(io(&files.ca_key))?;
             Issuer::new(ca_params, ca_key)
         }
@@ -114,24 +114,82 @@ pub fn ensure(dir: &Path, extra_names: &[String]) -> Result<TlsFiles, TlsError> 
     let key = KeyPair::generate()?;
     let cert = params.signed_by(&key, &issuer)?;
     std::fs::write(&files.cert, cert.pem()).map_err(io(&files.cert))?;
-    crate::auth::write_private(&files.key, key.serialize_pem().as_bytes())
+    crate::files::write_private(&files.key, key.serialize_pem().as_bytes())
         .map_err(io(&files.key))?;
     std::fs::write(&names_path, names.join("\n")).map_err(io(&names_path))?;
     tracing::info!(cert = %files.cert.display(), ?names, "issued TLS certificate");
     Ok(files)
 }
 
-/// A rustls server configuration (aws-lc-rs provider, HTTP/1.1 only).
+/// The CA's parameters: fixed, so its saved key and these sign exactly as the original
+/// certificate would.
+fn ca_params() -> Result<CertificateParams, TlsError> {
+    let mut p = CertificateParams::new(Vec::<String>::new())?;
+    p.distinguished_name
+        .push(DnType::CommonName, "ferrometal-ca");
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    Ok(p)
+}
+
+/// A rustls server configuration (aws-lc-rs provider, HTTP/1.1 only). Client certificates
+/// signed by the CA are verified and name the user; clients without one authenticate
+/// otherwise (a bearer token).
 pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let certs = CertificateDer::pem_file_iter(&files.cert)?.collect::<Result<Vec<_>, _>>()?;
     let key = PrivateKeyDer::from_pem_file(&files.key)?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(&files.ca)? {
+        roots.add(c?)?;
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()?;
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
+        .with_client_cert_verifier(verifier)
         .with_single_cert(certs, key)?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
+}
+
+/// A client certificate and key (PEM) for `user` in `groups`, signed by the CA in `dir`, valid
+/// for `valid` from now: CN is the user and each O a group, as kube-apiserver reads them.
+pub fn issue_client_cert(
+    dir: &Path,
+    user: &str,
+    groups: &[String],
+    valid: std::time::Duration,
+) -> Result<(String, String), TlsError> {
+    let files = TlsFiles::in_dir(dir);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| TlsError::Io { path, source }
+    };
+    if user.is_empty() || user.len() > 256 {
+        return Err(TlsError::Invalid(format!(
+            "user {user:?}: must be 1 to 256 characters"
+        )));
+    }
+    let ca_key = std::fs::read_to_string(&files.ca_key).map_err(io(&files.ca_key))?;
+    let issuer = Issuer::new(ca_params()?, KeyPair::from_pem(&ca_key)?);
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name.push(DnType::CommonName, user);
+    for g in groups {
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, g.as_str());
+    }
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::minutes(5);
+    params.not_after = now + time::Duration::seconds(valid.as_secs() as i64);
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
 }
 
 #[cfg(test)]

@@ -11,8 +11,9 @@ use ferrometal_apimachinery::selector::{FieldSelector, LabelSelector};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
-use crate::handlers::{self, Query, Render, ResPath};
+use crate::handlers::{self, Render};
 use crate::registry::Resource;
+use crate::request::{Query, ResPath};
 use crate::server::Core;
 use crate::status::ApiError;
 use crate::store::{EventType, Stored, Version};
@@ -21,6 +22,9 @@ use crate::store::{EventType, Stored, Version};
 const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
 /// Watches without `timeoutSeconds` end after this long (the real server picks 30–60 min).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// Longest watch a client may ask for: a bound on what one request holds, and on the deadline
+/// arithmetic (a huge `timeoutSeconds` would overflow it).
+const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 
 struct Filter {
     /// Whether name, namespace and labels are all the selectors look at.
@@ -196,7 +200,7 @@ pub fn serve(
     let timeout = q
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())
-        .map(Duration::from_secs)
+        .map(|t| Duration::from_secs(t.min(MAX_TIMEOUT.as_secs())))
         .unwrap_or(DEFAULT_TIMEOUT);
     let bookmarks = q.get("allowWatchBookmarks").is_some_and(|v| v == "true");
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);

@@ -47,6 +47,13 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
             args.listen
         );
     }
+    // Without TLS the bearer token and everything else cross the network in the clear.
+    if args.no_tls && !args.listen.ip().is_loopback() {
+        anyhow::bail!(
+            "--no-tls is only allowed on a loopback address, not {}",
+            args.listen
+        );
+    }
     let mut config = ServerConfig::new(&args.data_dir);
     config.tls = args.tls || (!args.no_tls && !args.insecure_no_auth);
     config.auth = !args.insecure_no_auth;
@@ -63,6 +70,13 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
+    // The CRDs and the project's roles (tenant, BMC operator, fleet admin), whether the
+    // controllers run here or elsewhere.
+    crate::controllers::install_crds(&server.client()).await?;
+    server
+        .install_yaml(crate::controllers::ROLES_YAML, "ferrometal")
+        .await
+        .context("installing the ferrometal roles")?;
     let url = server.url_for(listener.local_addr()?);
     let kubeconfig = server.write_kubeconfig(&url)?;
     // A closed stdout (the launcher went away) must not stop the server.
@@ -82,7 +96,6 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         None
     } else {
         let client = server.client();
-        crate::controllers::install_crds(&client).await?;
         let requests = Arc::new(crate::controllers::BmcRequests::default());
         let mut controller_args = args.controllers.clone();
         if controller_args.ironic_data_dir.is_none() {

@@ -145,6 +145,9 @@ impl ControllerArgs {
 }
 
 /// Creates or updates ferrometal's CRDs (server-side apply, so it is idempotent).
+/// The project's ClusterRoles, as shipped in deploy/roles.yaml for cluster mode.
+pub const ROLES_YAML: &str = include_str!("../../../deploy/roles.yaml");
+
 pub async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = PatchParams::apply("ferrometal").force();

@@ -5,7 +5,9 @@ mod cmd_controller;
 mod cmd_crds;
 mod cmd_demo;
 mod cmd_emulate;
+mod cmd_kubeconfig;
 mod cmd_serve;
+mod cmd_store;
 mod controllers;
 
 use clap::{Parser, Subcommand};
@@ -39,8 +41,13 @@ enum Command {
     Demo(cmd_demo::Args),
     /// Run the controllers against a Kubernetes API server (cluster mode).
     Controller(cmd_controller::Args),
-    /// Run the embedded Kubernetes-compatible API server (and, later, the controllers).
+    /// Run the embedded Kubernetes-compatible API server and the controllers.
     Serve(cmd_serve::Args),
+    /// Print a kubeconfig for another user, with a client certificate signed by serve's CA.
+    Kubeconfig(cmd_kubeconfig::Args),
+    /// Inspect a stopped server's store.
+    #[command(subcommand)]
+    Store(cmd_store::Command),
 }
 
 fn init_tracing(filter: &str, format: &str) {
@@ -68,6 +75,8 @@ async fn main() -> std::process::ExitCode {
         Command::Demo(args) => cmd_demo::run(args).await,
         Command::Emulate(args) => cmd_emulate::run(args).await,
         Command::Serve(args) => cmd_serve::run(args).await,
+        Command::Kubeconfig(args) => cmd_kubeconfig::run(args),
+        Command::Store(cmd) => cmd_store::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -91,9 +91,14 @@ impl Serve {
     }
 
     pub fn kubectl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.kubectl_with(&self.kubeconfig, args, stdin)
+    }
+
+    /// kubectl with another kubeconfig (another user).
+    pub fn kubectl_with(&self, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
         let mut cmd = Command::new("kubectl");
         cmd.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+            .arg(kubeconfig)
             .arg("--cache-dir")
             .arg(self.dir.join("kubectl-cache"))
             .args(args)
@@ -138,6 +143,30 @@ impl Serve {
             String::from_utf8_lossy(&out.stdout)
         );
         String::from_utf8_lossy(&out.stderr).to_string()
+    }
+
+    /// A kubeconfig for `user` in `groups` minted by `ferrometal kubeconfig`, written next to
+    /// the admin's.
+    pub fn user_kubeconfig(&self, user: &str, groups: &[&str], namespace: &str) -> PathBuf {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrometal"));
+        cmd.args(["kubeconfig", "--data-dir"]).arg(&self.dir).args([
+            "--user",
+            user,
+            "--namespace",
+            namespace,
+        ]);
+        for g in groups {
+            cmd.args(["--group", g]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "ferrometal kubeconfig: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let path = self.dir.join(format!("kubeconfig-{user}"));
+        std::fs::write(&path, &out.stdout).unwrap();
+        path
     }
 
     pub fn kill(&mut self) {
