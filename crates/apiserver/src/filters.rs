@@ -4,6 +4,7 @@
 //! user in the request's [`Requester`] extension.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -14,6 +15,7 @@ use crate::authn::Requester;
 use crate::authz::{self, RequestAttrs};
 use crate::request::{self, Route};
 use crate::server::Core;
+use crate::status::ApiError;
 
 pub async fn gate(State(core): State<Arc<Core>>, mut req: Request, next: Next) -> Response {
     let q = request::parse_query(req.uri().query());
@@ -77,7 +79,49 @@ pub async fn gate(State(core): State<Arc<Core>>, mut req: Request, next: Next) -
     }
     let name = user.name.clone();
     req.extensions_mut().insert(Requester(Arc::new(user)));
-    let resp = next.run(req).await;
+    // Watches are long-running by design; the server's own controllers are not throttled
+    // by the clients they serve.
+    let long_running = attrs.verb == "watch";
+    let _slot = if long_running || in_process {
+        None
+    } else {
+        match InFlight::take(&core) {
+            Some(slot) => Some(slot),
+            None => {
+                let e = ApiError::too_many_requests();
+                audit(&name, by, e.code);
+                return e.into_response();
+            }
+        }
+    };
+    let resp = if long_running {
+        next.run(req).await
+    } else {
+        match tokio::time::timeout(core.limits.request_timeout, next.run(req)).await {
+            Ok(r) => r,
+            Err(_) => ApiError::timeout().into_response(),
+        }
+    };
     audit(&name, by, resp.status().as_u16());
     resp
+}
+
+/// One of [`crate::Limits::max_in_flight`] request slots, given back on drop.
+struct InFlight<'a>(&'a Core);
+
+impl<'a> InFlight<'a> {
+    fn take(core: &'a Core) -> Option<InFlight<'a>> {
+        let n = core.in_flight.fetch_add(1, Ordering::AcqRel);
+        if n >= core.limits.max_in_flight {
+            core.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(InFlight(core))
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
 }

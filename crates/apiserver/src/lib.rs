@@ -53,5 +53,5 @@ mod tls;
 mod watch;
 mod yaml;
 
-pub use server::{ApiServer, ServerConfig, ServerError};
+pub use server::{ApiServer, Limits, ServerConfig, ServerError};
 pub use store::{CheckReport, check as check_store};

@@ -29,6 +29,9 @@ pub struct Core {
     /// The compiled RBAC policy, rebuilt on every RBAC write.
     pub policy: PolicyCache,
     pub audit: Option<Audit>,
+    pub limits: Limits,
+    /// Requests in flight, for [`Limits::max_in_flight`].
+    pub in_flight: std::sync::atomic::AtomicUsize,
     pub shutdown: watch::Receiver<bool>,
     /// Pokes the garbage collector after deletions.
     pub gc: Notify,
@@ -52,6 +55,37 @@ pub struct ServerConfig {
     pub history: usize,
     /// Bound on the object JSON those events hold on to.
     pub history_bytes: usize,
+    /// Transport and request bounds (kube-apiserver's defaults).
+    pub limits: Limits,
+}
+
+/// What one client can hold of the server: connections, requests in flight, and how long a
+/// slow client may take at each stage.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Open connections; further ones wait in the listen backlog.
+    pub max_connections: usize,
+    /// Requests being served at once (watches excepted, as kube-apiserver's
+    /// max-requests-inflight); more get 429 with Retry-After.
+    pub max_in_flight: usize,
+    /// A request (watches excepted) that takes longer ends with 504.
+    pub request_timeout: std::time::Duration,
+    /// A TLS handshake that takes longer is dropped.
+    pub tls_handshake_timeout: std::time::Duration,
+    /// A client that does not finish sending request headers in time is disconnected.
+    pub header_read_timeout: std::time::Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 4096,
+            max_in_flight: 600,
+            request_timeout: std::time::Duration::from_secs(60),
+            tls_handshake_timeout: std::time::Duration::from_secs(10),
+            header_read_timeout: std::time::Duration::from_secs(30),
+        }
+    }
 }
 
 impl ServerConfig {
@@ -63,6 +97,7 @@ impl ServerConfig {
             tls_names: Vec::new(),
             history: 20_000,
             history_bytes: 8 << 20,
+            limits: Limits::default(),
         }
     }
 }
@@ -142,6 +177,8 @@ impl ApiServer {
             authn: Authenticator::new(config.auth.then(|| token.clone()), signer),
             policy: PolicyCache::default(),
             audit: Some(audit),
+            limits: config.limits.clone(),
+            in_flight: Default::default(),
             shutdown,
             gc: Notify::new(),
         });
@@ -236,8 +273,15 @@ impl ApiServer {
             .as_ref()
             .map(|(cfg, _)| tokio_rustls::TlsAcceptor::from(cfg.clone()));
         let mut shutdown = self.core.shutdown.clone();
+        let limits = self.core.limits.clone();
+        let connections = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
         tracing::info!(url = %self.url_for(local), "serving");
         loop {
+            // At the cap, stop accepting: new clients wait in the backlog, not in memory.
+            let permit = tokio::select! {
+                p = connections.clone().acquire_owned() => p.expect("never closed"),
+                _ = shutdown.changed() => return Ok(()),
+            };
             let (stream, peer) = tokio::select! {
                 r = listener.accept() => match r {
                     Ok(x) => x,
@@ -254,26 +298,43 @@ impl ApiServer {
             let router = self.router.clone();
             let acceptor = acceptor.clone();
             let shutdown = self.core.shutdown.clone();
+            let limits = limits.clone();
             tokio::spawn(async move {
+                let _permit = permit;
+                let header_timeout = limits.header_read_timeout;
                 match acceptor {
-                    Some(acc) => match acc.accept(stream).await {
-                        Ok(tls) => {
-                            // A verified client certificate names the user of every request on
-                            // this connection.
-                            let peer = tls
-                                .get_ref()
-                                .1
-                                .peer_certificates()
-                                .and_then(|c| c.first())
-                                .and_then(|c| authn::identity_from_cert(c.as_ref()))
-                                .map(Arc::new);
-                            let peer = PeerIdentity(peer);
-                            let router = router.layer(axum::Extension(peer));
-                            serve_conn(TokioIo::new(tls), router, shutdown).await
-                        }
-                        Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                    },
-                    None => serve_conn(TokioIo::new(stream), router, shutdown).await,
+                    Some(acc) => {
+                        let tls = match tokio::time::timeout(
+                            limits.tls_handshake_timeout,
+                            acc.accept(stream),
+                        )
+                        .await
+                        {
+                            Ok(Ok(tls)) => tls,
+                            Ok(Err(e)) => {
+                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => {
+                                tracing::debug!(%peer, "TLS handshake timed out");
+                                return;
+                            }
+                        };
+                        // A verified client certificate names the user of every request on
+                        // this connection.
+                        let peer = tls
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(|c| c.first())
+                            .and_then(|c| authn::identity_from_cert(c.as_ref()))
+                            .map(Arc::new);
+                        let router = router.layer(axum::Extension(PeerIdentity(peer)));
+                        serve_conn(TokioIo::new(tls), router, shutdown, header_timeout).await
+                    }
+                    None => {
+                        serve_conn(TokioIo::new(stream), router, shutdown, header_timeout).await
+                    }
                 }
             });
         }
@@ -299,13 +360,18 @@ impl ApiServer {
     }
 }
 
-async fn serve_conn<I>(io: I, router: Router, mut shutdown: watch::Receiver<bool>)
-where
+async fn serve_conn<I>(
+    io: I,
+    router: Router,
+    mut shutdown: watch::Receiver<bool>,
+    header_read_timeout: std::time::Duration,
+) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let svc = hyper_util::service::TowerToHyperService::new(router);
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
         .serve_connection(io, svc);
     tokio::pin!(conn);
     tokio::select! {

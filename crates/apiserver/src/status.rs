@@ -172,6 +172,26 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
+    /// 429 with Retry-After, as kube-apiserver's max-in-flight filter.
+    pub fn too_many_requests() -> Self {
+        let mut e = Self::new(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        );
+        e.retry_after = Some(1);
+        e
+    }
+
+    /// 504 for a request that did not finish within the request timeout.
+    pub fn timeout() -> Self {
+        Self::new(
+            504,
+            "Timeout",
+            "the request did not complete within the allowed timeout",
+        )
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
     }
@@ -258,6 +278,10 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let Some(s) = self.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
         resp
     }
 }
