@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::events::v1 as events;
+use k8s_openapi::api::rbac::v1 as rbac;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use schemars::generate::SchemaSettings;
@@ -63,6 +64,41 @@ const BUILTINS: &[(&str, &str, &str, bool, &str)] = &[
     ("", "v1", "Namespace", false, "io.k8s.api.core.v1.Namespace"),
     ("", "v1", "Secret", true, "io.k8s.api.core.v1.Secret"),
     ("", "v1", "ConfigMap", true, "io.k8s.api.core.v1.ConfigMap"),
+    (
+        "",
+        "v1",
+        "ServiceAccount",
+        true,
+        "io.k8s.api.core.v1.ServiceAccount",
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "Role",
+        true,
+        "io.k8s.api.rbac.v1.Role",
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        true,
+        "io.k8s.api.rbac.v1.RoleBinding",
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        false,
+        "io.k8s.api.rbac.v1.ClusterRole",
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        false,
+        "io.k8s.api.rbac.v1.ClusterRoleBinding",
+    ),
     ("", "v1", "Event", true, "io.k8s.api.core.v1.Event"),
     (
         "events.k8s.io",
@@ -103,6 +139,11 @@ fn registry() -> &'static Map<String, Value> {
         generator.subschema_for::<core::Namespace>();
         generator.subschema_for::<core::Secret>();
         generator.subschema_for::<core::ConfigMap>();
+        generator.subschema_for::<core::ServiceAccount>();
+        generator.subschema_for::<rbac::Role>();
+        generator.subschema_for::<rbac::RoleBinding>();
+        generator.subschema_for::<rbac::ClusterRole>();
+        generator.subschema_for::<rbac::ClusterRoleBinding>();
         generator.subschema_for::<core::Event>();
         generator.subschema_for::<events::Event>();
         generator.subschema_for::<coordination::Lease>();
@@ -937,6 +978,9 @@ mod tests {
             "events.k8s.io/v1/Event",
             "coordination.k8s.io/v1/Lease",
             "apiextensions.k8s.io/v1/CustomResourceDefinition",
+            "/v1/ServiceAccount",
+            "rbac.authorization.k8s.io/v1/ClusterRole",
+            "rbac.authorization.k8s.io/v1/RoleBinding",
         ] {
             assert!(kinds.contains(&k.to_string()), "{k} missing from {kinds:?}");
         }
