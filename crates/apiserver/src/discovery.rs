@@ -12,9 +12,9 @@ use ferrometal_apimachinery::openapi::{self, ResourceSchema};
 use http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
-use crate::handlers::value_response;
 use crate::registry::Snapshot;
-use crate::server::Core;
+use crate::render::value_response;
+use crate::state::Core;
 use crate::status::ApiError;
 
 pub use crate::request::Doc;

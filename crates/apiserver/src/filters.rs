@@ -14,7 +14,7 @@ use crate::audit::Entry;
 use crate::authn::Requester;
 use crate::authz::{self, RequestAttrs};
 use crate::request::{self, Route};
-use crate::server::Core;
+use crate::state::Core;
 use crate::status::ApiError;
 
 pub async fn gate(State(core): State<Arc<Core>>, mut req: Request, next: Next) -> Response {

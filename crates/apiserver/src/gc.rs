@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::meta::str_at;
 use crate::objects::{DeleteOpts, PatchKind, WriteOpts};
 use crate::registry::{self, Snapshot};
-use crate::server::Core;
+use crate::state::Core;
 use crate::store::Stored;
 
 /// A sweep also runs this often without being poked, to catch anything missed.
@@ -20,19 +20,6 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// Events are removed this long after they were last seen, as kube-apiserver's default
 /// `--event-ttl` does, so a long-running server does not collect them forever.
 const EVENT_TTL: Duration = Duration::from_secs(3600);
-
-/// When an Event (core form) was last observed.
-pub(crate) fn event_last_seen(v: &Value) -> Option<jiff::Timestamp> {
-    [
-        "/series/lastObservedTime",
-        "/lastTimestamp",
-        "/eventTime",
-        "/metadata/creationTimestamp",
-    ]
-    .iter()
-    .filter_map(|p| str_at(v, p))
-    .find_map(|t| t.parse().ok())
-}
 
 pub async fn run(core: Arc<Core>) {
     let mut shutdown = core.shutdown.clone();
@@ -67,8 +54,6 @@ fn served(snap: &Snapshot, owner_ref: &Value) -> bool {
         .any(|r| Some(r.kind.as_str()) == kind && Some(r.api_version().as_str()) == av)
 }
 
-pub const FOREGROUND: &str = "foregroundDeletion";
-
 enum Action {
     Delete,
     /// Drop the `foregroundDeletion` finalizer, keeping these.
@@ -99,7 +84,7 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
             .filter(|(_, _, m)| {
                 m.pointer("/metadata/finalizers")
                     .and_then(Value::as_array)
-                    .is_some_and(|f| f.iter().any(|x| x == FOREGROUND))
+                    .is_some_and(|f| f.iter().any(|x| x == crate::meta::FOREGROUND))
             })
             .map(|(_, o, _)| &*o.uid)
             .collect();
@@ -140,7 +125,12 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
                 let rest = v
                     .pointer("/metadata/finalizers")
                     .and_then(Value::as_array)
-                    .map(|f| f.iter().filter(|x| *x != FOREGROUND).cloned().collect())
+                    .map(|f| {
+                        f.iter()
+                            .filter(|x| *x != crate::meta::FOREGROUND)
+                            .cloned()
+                            .collect()
+                    })
                     .unwrap_or_default();
                 out.push((key_of(resource, v), Action::Release(rest)));
             }
@@ -181,7 +171,8 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
                         })
                 });
             let expired_event = *resource == "events"
-                && event_last_seen(v).is_some_and(|t| now.duration_since(t) > event_ttl);
+                && crate::meta::event_last_seen(v)
+                    .is_some_and(|t| now.duration_since(t) > event_ttl);
             if (orphaned || expired_event || contained(resource, v))
                 && snap.by_key(resource).is_some()
             {

@@ -44,14 +44,17 @@ mod meta;
 mod objects;
 mod protobuf;
 mod registry;
+mod render;
 mod request;
 mod reviews;
 mod server;
+mod state;
 mod status;
 pub mod store;
 mod tls;
 mod watch;
 mod yaml;
 
-pub use server::{ApiServer, Limits, ServerConfig, ServerError};
+pub use server::{ApiServer, ServerConfig, ServerError};
+pub use state::Limits;
 pub use store::{CheckReport, check as check_store};

@@ -3,7 +3,10 @@
 
 use std::collections::HashMap;
 
+use ferrometal_apimachinery::selector::{FieldSelector, LabelSelector};
 use http::Method;
+
+use crate::status::ApiError;
 
 /// A discovery or OpenAPI document.
 pub enum Doc {
@@ -146,6 +149,15 @@ pub fn authz_namespace(p: &ResPath) -> &str {
         (None, "", "namespaces", Some(name)) => name,
         _ => "",
     }
+}
+
+/// Label and field selectors from the query; malformed ones are a 400.
+pub fn selectors(q: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let labels = LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))
+        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+    let fields = FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str))
+        .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+    Ok((labels, fields))
 }
 
 #[cfg(test)]

@@ -17,25 +17,10 @@ use crate::authz::PolicyCache;
 use crate::files;
 use crate::objects::WriteOpts;
 use crate::registry::{self, Registry};
+use crate::state::{Core, Limits};
 use crate::status::ApiError;
 use crate::store::{HistoryLimits, Store, StoreError};
 use crate::tls;
-
-/// Everything request handlers share.
-pub struct Core {
-    pub store: Store,
-    pub registry: Registry,
-    pub authn: Authenticator,
-    /// The compiled RBAC policy, rebuilt on every RBAC write.
-    pub policy: PolicyCache,
-    pub audit: Option<Audit>,
-    pub limits: Limits,
-    /// Requests in flight, for [`Limits::max_in_flight`].
-    pub in_flight: std::sync::atomic::AtomicUsize,
-    pub shutdown: watch::Receiver<bool>,
-    /// Pokes the garbage collector after deletions.
-    pub gc: Notify,
-}
 
 /// How to run the server.
 #[derive(Debug, Clone)]
@@ -57,35 +42,6 @@ pub struct ServerConfig {
     pub history_bytes: usize,
     /// Transport and request bounds (kube-apiserver's defaults).
     pub limits: Limits,
-}
-
-/// What one client can hold of the server: connections, requests in flight, and how long a
-/// slow client may take at each stage.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// Open connections; further ones wait in the listen backlog.
-    pub max_connections: usize,
-    /// Requests being served at once (watches excepted, as kube-apiserver's
-    /// max-requests-inflight); more get 429 with Retry-After.
-    pub max_in_flight: usize,
-    /// A request (watches excepted) that takes longer ends with 504.
-    pub request_timeout: std::time::Duration,
-    /// A TLS handshake that takes longer is dropped.
-    pub tls_handshake_timeout: std::time::Duration,
-    /// A client that does not finish sending request headers in time is disconnected.
-    pub header_read_timeout: std::time::Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_connections: 4096,
-            max_in_flight: 600,
-            request_timeout: std::time::Duration::from_secs(60),
-            tls_handshake_timeout: std::time::Duration::from_secs(10),
-            header_read_timeout: std::time::Duration::from_secs(30),
-        }
-    }
 }
 
 impl ServerConfig {

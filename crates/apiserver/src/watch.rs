@@ -11,10 +11,10 @@ use ferrometal_apimachinery::selector::{FieldSelector, LabelSelector};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
-use crate::handlers::{self, Render};
 use crate::registry::Resource;
+use crate::render::{self, Render};
 use crate::request::{Query, ResPath};
-use crate::server::Core;
+use crate::state::Core;
 use crate::status::ApiError;
 use crate::store::{EventType, Stored, Version};
 
@@ -103,10 +103,10 @@ impl Encoder {
                 return out.into();
             }
             Render::Full => crate::convert::from_storage(&self.res, &obj.value()),
-            Render::Metadata => handlers::partial_metadata(&obj.value()),
+            Render::Metadata => render::partial_metadata(&obj.value()),
             Render::Table(inc) => {
                 let v = crate::convert::from_storage(&self.res, &obj.value());
-                let mut t = handlers::make_table(
+                let mut t = render::make_table(
                     &self.res,
                     &[v],
                     inc,
@@ -172,7 +172,7 @@ pub fn serve(
     q: &Query,
     render: Render,
 ) -> Result<Response, ApiError> {
-    let (labels, fields) = handlers::selectors(q)?;
+    let (labels, fields) = crate::request::selectors(q)?;
     let meta_only = fields
         .fields()
         .iter()

@@ -1,5 +1,4 @@
-//! Admission checks that depend on who writes: RBAC escalation prevention, as Kubernetes does
-//! it. Creating or updating a Role or ClusterRole needs every permission it grants, or the
+//! RBAC escalation prevention, as Kubernetes does it. Creating or updating a Role or ClusterRole needs every permission it grants, or the
 //! `escalate` verb on it; a binding needs the permissions of the role it references, or the
 //! `bind` verb on that role.
 

@@ -1,0 +1,34 @@
+//! Update (PUT): a whole new version of an object.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::WriteOpts;
+use crate::registry::Resource;
+use crate::state::Core;
+use crate::status::ApiError;
+
+impl Core {
+    pub async fn update(
+        &self,
+        res: &Arc<Resource>,
+        ns: &str,
+        name: &str,
+        new: Value,
+        opts: &WriteOpts,
+    ) -> Result<bytes::Bytes, ApiError> {
+        let store_ns = if res.namespaced { ns } else { "" };
+        let (results, reply) = self
+            .store
+            .write(|s| {
+                let Some(old) = s.get(&res.key, store_ns, name) else {
+                    return Err(ApiError::not_found(&res.target(name)));
+                };
+                self.prepare_update(res, old, new, opts, false)
+            })
+            .await?;
+        self.after_write(res);
+        Ok(reply.into_json(self, res, &results))
+    }
+}

@@ -1,0 +1,181 @@
+//! What may be stored and what is read back: bounds checked before a write (size, nesting),
+//! rows that cannot be read quarantined at open, and the offline check of a store file.
+
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use serde_json::Value;
+
+use super::{META, OBJECTS, Op, REVISION, StoreError, db_err};
+
+/// Rows that could not be read at open, moved aside (key -> original bytes) so they never stop
+/// the server from starting again; `ferrometal store check` reports them.
+const QUARANTINE: TableDefinition<&str, &[u8]> = TableDefinition::new("quarantine");
+
+/// Largest stored object, as etcd's default request limit: one object can never crowd out the
+/// watch history (8 MiB, counting both sides of a change).
+pub const MAX_OBJECT_BYTES: usize = 1_572_864;
+
+/// Deepest nesting an object's content may have (everything but `metadata.managedFields`),
+/// checked after every transform (defaults, patches) before anything is stored.
+pub const MAX_DEPTH: usize = 100;
+
+/// Deepest nesting of a whole stored object: its field tracking (managedFields) mirrors the
+/// content a few levels down. serde_json refuses to parse beyond 128 levels, so a deeper row
+/// could be written but never read back; the margin covers the envelopes objects are served
+/// in (lists, watch events, tables).
+pub const MAX_STORED_DEPTH: usize = 120;
+
+/// The nesting depth of `v` (a scalar is 1) and the path to its deepest point; iterative so a
+/// hostile value cannot exhaust the stack.
+pub fn depth_of(v: &Value) -> (usize, String) {
+    let mut stack: Vec<(&Value, usize, String)> = vec![(v, 1, String::new())];
+    let mut best = (0, String::new());
+    while let Some((v, d, path)) = stack.pop() {
+        if d > best.0 {
+            best = (d, path.clone());
+        }
+        match v {
+            Value::Object(m) => {
+                for (k, c) in m {
+                    stack.push((c, d + 1, format!("{path}.{k}")));
+                }
+            }
+            Value::Array(a) => {
+                for (i, c) in a.iter().enumerate() {
+                    stack.push((c, d + 1, format!("{path}[{i}]")));
+                }
+            }
+            _ => {}
+        }
+    }
+    best
+}
+
+/// Refuses objects a later read could not handle; see [`MAX_DEPTH`], [`MAX_STORED_DEPTH`] and
+/// [`MAX_OBJECT_BYTES`].
+pub(super) fn check_bounds(ops: &[Op]) -> Result<(), StoreError> {
+    for op in ops {
+        let Op::Put {
+            resource,
+            namespace,
+            name,
+            value,
+        } = op
+        else {
+            continue;
+        };
+        let key = || format!("{resource}/{namespace}/{name}");
+        let (total, total_path) = depth_of(value);
+        if total <= MAX_DEPTH {
+            continue;
+        }
+        // Name the user's field, not its reflection in managedFields.
+        let mut content = value.clone();
+        if let Some(m) = content.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        let (depth, path) = depth_of(&content);
+        let (depth, path, limit) = if depth > MAX_DEPTH {
+            (depth, path, MAX_DEPTH)
+        } else if total > MAX_STORED_DEPTH {
+            (total, total_path, MAX_STORED_DEPTH)
+        } else {
+            continue;
+        };
+        let mut path = path.trim_start_matches('.').to_string();
+        if path.len() > 200 {
+            let cut = path.floor_char_boundary(200);
+            path.truncate(cut);
+            path.push('…');
+        }
+        return Err(StoreError::TooDeep {
+            key: key(),
+            depth,
+            path,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// Parses one stored row: its key and an object a reader can use. Anything else is a reason to
+/// quarantine it.
+pub(super) fn load_row(key: &str, bytes: &[u8]) -> Result<(String, String, String, Value), String> {
+    let mut parts = key.splitn(3, '/');
+    let (Some(resource), Some(ns), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err("malformed key".into());
+    };
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if !value.is_object() {
+        return Err("not a JSON object".into());
+    }
+    let (depth, _) = depth_of(&value);
+    if depth > MAX_STORED_DEPTH {
+        return Err(format!(
+            "nests {depth} levels deep, the limit is {MAX_STORED_DEPTH}"
+        ));
+    }
+    Ok((resource.into(), ns.into(), name.into(), value))
+}
+
+/// Moves unreadable rows out of the objects table, keeping their bytes for inspection.
+pub(super) fn quarantine(
+    db: &Database,
+    bad: &[(String, Vec<u8>, String)],
+) -> Result<(), StoreError> {
+    let tx = db.begin_write().map_err(db_err)?;
+    {
+        let mut objects = tx.open_table(OBJECTS).map_err(db_err)?;
+        let mut q = tx.open_table(QUARANTINE).map_err(db_err)?;
+        for (key, bytes, why) in bad {
+            tracing::error!(key = %key, reason = %why, "quarantined an unreadable stored object; the rest is served");
+            q.insert(key.as_str(), bytes.as_slice()).map_err(db_err)?;
+            objects.remove(key.as_str()).map_err(db_err)?;
+        }
+    }
+    tx.commit().map_err(db_err)
+}
+
+/// What `ferrometal store check` reports about a data directory's store.
+#[derive(Debug, Default)]
+pub struct CheckReport {
+    pub revision: u64,
+    pub objects: usize,
+    /// (key, reason) of rows in the objects table that cannot be read.
+    pub unreadable: Vec<(String, String)>,
+    /// (key, size) of rows already moved to quarantine at an earlier start.
+    pub quarantined: Vec<(String, usize)>,
+}
+
+/// Reads every row of the store at `path` without changing anything (the file must not be
+/// open in a running server).
+pub fn check(path: &Path) -> Result<CheckReport, StoreError> {
+    let db = Database::builder()
+        .set_cache_size(2 << 20)
+        .open(path)
+        .map_err(db_err)?;
+    let tx = db.begin_read().map_err(db_err)?;
+    let mut report = CheckReport::default();
+    if let Ok(meta) = tx.open_table(META) {
+        report.revision = meta.get(REVISION).map_err(db_err)?.map_or(0, |v| v.value());
+    }
+    if let Ok(objects) = tx.open_table(OBJECTS) {
+        for row in objects.iter().map_err(db_err)? {
+            let (k, v) = row.map_err(db_err)?;
+            match load_row(k.value(), v.value()) {
+                Ok(_) => report.objects += 1,
+                Err(why) => report.unreadable.push((k.value().to_string(), why)),
+            }
+        }
+    }
+    if let Ok(q) = tx.open_table(QUARANTINE) {
+        for row in q.iter().map_err(db_err)? {
+            let (k, v) = row.map_err(db_err)?;
+            report
+                .quarantined
+                .push((k.value().to_string(), v.value().len()));
+        }
+    }
+    Ok(report)
+}
