@@ -1035,3 +1035,33 @@ async fn old_events_expire() {
     }
     assert_eq!(names, ["fresh"]);
 }
+
+/// Writes are decided outside the store's lock and committed only against the version they
+/// were decided on: concurrent patches of one object all land, none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_patches_of_one_object_all_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(dir.path(), "127.0.0.1:0", false).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(srv.api.client());
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "shared"}, "data": {}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let writers: Vec<_> = (0..40)
+        .map(|i| {
+            let cms = cms.clone();
+            tokio::spawn(async move {
+                let p = json!({"data": {format!("k{i}"): "v"}});
+                cms.patch("shared", &PatchParams::default(), &Patch::Merge(&p))
+                    .await
+                    .unwrap();
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let got = cms.get("shared").await.unwrap();
+    let data = got.data.unwrap_or_default();
+    assert_eq!(data.len(), 40, "{data:?}");
+    srv.stop().await;
+}

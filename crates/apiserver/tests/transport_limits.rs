@@ -46,8 +46,16 @@ async fn requests_in_flight_are_capped_with_429() {
     };
     let srv = start_with(config(dir.path(), false, limits), "127.0.0.1:0").await;
     let token = srv.token();
-    let held = stalled_post(srv.addr, &token).await;
-    // The stalled request holds the only slot: wait until the server has it.
+    // The stalled request must hold the only slot; if it arrived while another held it, it was
+    // refused: start it again.
+    let mut held = stalled_post(srv.addr, &token).await;
+    for _ in 0..100 {
+        let mut buf = [0u8; 64];
+        match tokio::time::timeout(Duration::from_millis(200), held.read(&mut buf)).await {
+            Err(_) => break,
+            Ok(_) => held = stalled_post(srv.addr, &token).await,
+        }
+    }
     let mut answer = (0, String::new());
     for _ in 0..200 {
         answer = raw(srv.addr, "GET", "/api/v1/namespaces", Some(&token), "", b"").await;

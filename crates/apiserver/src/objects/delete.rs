@@ -9,7 +9,7 @@ use crate::meta::{self, meta_mut, str_at};
 use crate::registry::Resource;
 use crate::state::Core;
 use crate::status::ApiError;
-use crate::store::{Op, View};
+use crate::store::{Op, Stored, View};
 
 impl Core {
     pub async fn delete(
@@ -60,11 +60,13 @@ impl Core {
                 // Foreground: the owner stays (with a finalizer the collector removes) until
                 // its dependents are gone.
                 let foreground = opts.propagation.as_deref() == Some("Foreground")
-                    && s.all().filter(|(_, o)| o.has_owners).any(|(_, o)| {
-                        o.meta()
-                            .pointer("/metadata/ownerReferences")
-                            .and_then(Value::as_array)
-                            .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+                    && s.with_all(|all| {
+                        all.filter(|(_, o)| o.has_owners).any(|(_, o)| {
+                            o.meta()
+                                .pointer("/metadata/ownerReferences")
+                                .and_then(Value::as_array)
+                                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+                        })
                     });
                 let pending = foreground
                     || finalizers(&old_meta) > 0
@@ -142,8 +144,13 @@ impl Core {
 
 /// Ops removing ownerReferences to `uid` from every dependent (propagationPolicy=Orphan).
 fn orphan_dependents(s: &View, uid: &str) -> Vec<Op> {
+    let dependents: Vec<(String, Arc<Stored>)> = s.with_all(|all| {
+        all.filter(|(_, o)| o.has_owners)
+            .map(|(k, o)| (k.to_string(), o.clone()))
+            .collect()
+    });
     let mut ops = Vec::new();
-    for (key, obj) in s.all().filter(|(_, o)| o.has_owners) {
+    for (key, obj) in dependents {
         let meta = obj.meta();
         let Some(refs) = meta
             .pointer("/metadata/ownerReferences")

@@ -181,6 +181,40 @@ fn record_update(
 }
 
 impl Core {
+    /// A guaranteed update: `decide` first runs against the latest version of the object with
+    /// no store lock held (admission and CEL may take a while); the result is committed only if
+    /// that version is still the latest. If another write got there first, `decide` runs again
+    /// under the writer lock, which always makes progress: it holds up other writers, never
+    /// readers or watches (see `store::View`).
+    async fn guaranteed_update<T>(
+        &self,
+        res: &Resource,
+        ns: &str,
+        name: &str,
+        mut decide: impl FnMut(Option<&Arc<Stored>>) -> Result<(Vec<Op>, T), ApiError>,
+    ) -> Result<(Vec<Arc<Stored>>, T), ApiError> {
+        let store_ns = if res.namespaced { ns } else { "" };
+        let old = self.store.latest(&res.key, store_ns, name).await;
+        let seen = old.as_ref().map(|o| o.rev);
+        let mut decided = Some(decide(old.as_ref())?);
+        let (results, out) = self
+            .store
+            .write(|s| {
+                if s.get(&res.key, store_ns, name).map(|o| o.rev) != seen {
+                    return Ok((Vec::new(), None));
+                }
+                let (ops, out) = decided.take().expect("decided once");
+                Ok::<_, ApiError>((ops, Some(out)))
+            })
+            .await?;
+        if let Some(out) = out {
+            return Ok((results, out));
+        }
+        self.store
+            .write(|s| decide(s.get(&res.key, store_ns, name).as_ref()))
+            .await
+    }
+
     /// Admission checks that depend on the writer (see admission.rs).
     fn admit(
         &self,

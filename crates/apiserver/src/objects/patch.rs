@@ -24,7 +24,6 @@ impl Core {
         patch: Value,
         opts: &WriteOpts,
     ) -> Result<bytes::Bytes, ApiError> {
-        let store_ns = if res.namespaced { ns } else { "" };
         if kind == PatchKind::Strategic && !res.builtin {
             return Err(ApiError::unsupported_media_type(
                 "application/strategic-merge-patch+json",
@@ -40,9 +39,7 @@ impl Core {
             Create(Value),
         }
         let (results, (reply, outcome)) = self
-            .store
-            .write(|s| {
-                let old = s.get(&res.key, store_ns, name);
+            .guaranteed_update(res, ns, name, |old| {
                 let now = meta::now();
                 let av = res.api_version();
                 let Some(old) = old else {

@@ -18,14 +18,12 @@ impl Core {
         new: Value,
         opts: &WriteOpts,
     ) -> Result<bytes::Bytes, ApiError> {
-        let store_ns = if res.namespaced { ns } else { "" };
         let (results, reply) = self
-            .store
-            .write(|s| {
-                let Some(old) = s.get(&res.key, store_ns, name) else {
+            .guaranteed_update(res, ns, name, |old| {
+                let Some(old) = old else {
                     return Err(ApiError::not_found(&res.target(name)));
                 };
-                self.prepare_update(res, old, new, opts, false)
+                self.prepare_update(res, old, new.clone(), opts, false)
             })
             .await?;
         self.after_write(res);

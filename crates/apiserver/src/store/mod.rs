@@ -314,23 +314,41 @@ struct Writer {
     next_rev: u64,
     /// Latest undurable version of each key touched by queued or in-flight batches, with the
     /// revision that produced it.
+    /// Entries at or below the published revision are dropped by the next writer.
     overlay: HashMap<Key, (u64, Option<Arc<Stored>>)>,
-    queue: Vec<Pending>,
-    waiters: Vec<oneshot::Sender<Result<(), String>>>,
-    /// A commit failed: the overlay no longer matches the disk, so refuse further writes.
-    failed: Option<String>,
-    committing: bool,
     closed: bool,
 }
 
-/// What a writer decides against: the committed state with the queued changes on top.
+/// Decided changes waiting for the committer. Apart from [`Writer`] so the committer never
+/// waits for a writer that is still deciding: what was queued before is made durable and
+/// visible meanwhile.
+#[derive(Default)]
+struct Queue {
+    batch: Vec<Pending>,
+    waiters: Vec<oneshot::Sender<Result<(), String>>>,
+    committing: bool,
+    /// A commit failed: the overlay no longer matches the disk, so refuse further writes.
+    failed: Option<String>,
+}
+
+/// What a writer decides against: the committed state with the queued changes on top. It
+/// takes the state's read lock only for each lookup, never across a writer's decision, so a
+/// slow writer cannot hold up the committer's publication and with it every reader.
+///
+/// Consistent without holding the lock: the committer publishes only keys that are still in
+/// the overlay (it removes them under the writer lock, which the writer holds), so a key read
+/// through the state is one no queued change touches.
 pub struct View<'a> {
-    state: &'a State,
+    state: &'a RwLock<State>,
     overlay: &'a HashMap<Key, (u64, Option<Arc<Stored>>)>,
 }
 
-impl<'a> View<'a> {
-    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<&'a Arc<Stored>> {
+impl View<'_> {
+    fn committed(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().expect("store lock")
+    }
+
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Arc<Stored>> {
         if !self.overlay.is_empty()
             && let Some((_, v)) = self.overlay.get(&(
                 resource.to_string(),
@@ -338,18 +356,19 @@ impl<'a> View<'a> {
                 name.to_string(),
             ))
         {
-            return v.as_ref();
+            return v.clone();
         }
-        self.state.get(resource, namespace, name)
+        self.committed().get(resource, namespace, name).cloned()
     }
 
     pub fn count(&self, resource: &str, namespace: Option<&str>) -> usize {
-        let mut n = self.state.count(resource, namespace) as isize;
+        let state = self.committed();
+        let mut n = state.count(resource, namespace) as isize;
         for ((r, ns, name), (_, v)) in self.overlay {
             if r != resource || namespace.is_some_and(|want| want != ns) {
                 continue;
             }
-            match (self.state.get(r, ns, name).is_some(), v.is_some()) {
+            match (state.get(r, ns, name).is_some(), v.is_some()) {
                 (false, true) => n += 1,
                 (true, false) => n -= 1,
                 _ => {}
@@ -358,23 +377,25 @@ impl<'a> View<'a> {
         n.max(0) as usize
     }
 
-    /// Every (resource, object) pair.
-    pub fn all(&self) -> Box<dyn Iterator<Item = (&'a str, &'a Arc<Stored>)> + 'a> {
-        if self.overlay.is_empty() {
-            return Box::new(self.state.all());
-        }
+    /// Runs `f` over every (resource, object) pair (a quick scan: the read lock is held).
+    pub fn with_all<T>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = (&str, &Arc<Stored>)>) -> T,
+    ) -> T {
+        let state = self.committed();
         let overlay = self.overlay;
-        let committed = self.state.objects.iter().flat_map(move |(r, m)| {
+        let committed = state.objects.iter().flat_map(move |(r, m)| {
             m.iter()
                 .filter(move |((ns, name), _)| {
-                    !overlay.contains_key(&(r.clone(), ns.clone(), name.clone()))
+                    overlay.is_empty()
+                        || !overlay.contains_key(&(r.clone(), ns.clone(), name.clone()))
                 })
                 .map(move |(_, v)| (r.as_str(), v))
         });
         let queued = overlay
             .iter()
             .filter_map(|((r, _, _), (_, v))| v.as_ref().map(|v| (r.as_str(), v)));
-        Box::new(committed.chain(queued))
+        f(&mut committed.chain(queued))
     }
 }
 
@@ -383,6 +404,9 @@ struct Inner {
     db: RwLock<Option<Arc<Database>>>,
     state: RwLock<State>,
     writer: Mutex<Writer>,
+    queue: std::sync::Mutex<Queue>,
+    /// The last revision visible to readers.
+    published: std::sync::atomic::AtomicU64,
     /// Shared with the committer, which holds the store only weakly so dropping the last
     /// handle closes the file.
     wake: Arc<Notify>,
@@ -452,6 +476,7 @@ impl Store {
         state.compacted = state.rev;
         let (rev_tx, _) = watch::channel(state.rev);
         tracing::info!(revision = state.rev, quarantined, path = %path.display(), "store opened");
+        let opened_at = state.rev;
         let writer = Writer {
             next_rev: state.rev,
             ..Default::default()
@@ -460,6 +485,8 @@ impl Store {
             db: RwLock::new(Some(Arc::new(db))),
             state: RwLock::new(state),
             writer: Mutex::new(writer),
+            queue: Default::default(),
+            published: std::sync::atomic::AtomicU64::new(opened_at),
             wake: Arc::new(Notify::new()),
             rev_tx,
             history_limit: limits.events.max(16),
@@ -480,6 +507,16 @@ impl Store {
 
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Arc<Stored>> {
         self.read(|s| s.get(resource, namespace, name).cloned())
+    }
+
+    /// The latest version of an object, queued writes included: what a writer will see.
+    pub async fn latest(&self, resource: &str, namespace: &str, name: &str) -> Option<Arc<Stored>> {
+        let w = self.inner.writer.lock().await;
+        View {
+            state: &self.inner.state,
+            overlay: &w.overlay,
+        }
+        .get(resource, namespace, name)
     }
 
     /// A receiver that changes whenever the revision moves; watchers wait on it.
@@ -523,13 +560,19 @@ impl Store {
             if w.closed {
                 return Err(StoreError::Closed.into());
             }
-            if let Some(e) = &w.failed {
+            if let Some(e) = &self.queue().failed {
                 return Err(StoreError::Db(e.clone()).into());
             }
+            let published = self
+                .inner
+                .published
+                .load(std::sync::atomic::Ordering::Acquire);
+            if !w.overlay.is_empty() {
+                w.overlay.retain(|_, (rev, _)| *rev > published);
+            }
             let (pending, out) = {
-                let state = self.inner.state.read().expect("store lock");
                 let view = View {
-                    state: &state,
+                    state: &self.inner.state,
                     overlay: &w.overlay,
                 };
                 let (ops, out) = f(&view)?;
@@ -559,9 +602,10 @@ impl Store {
                     (p.stored.rev, value),
                 );
             }
-            w.queue.extend(pending);
             let (tx, rx) = oneshot::channel();
-            w.waiters.push(tx);
+            let mut q = self.queue();
+            q.batch.extend(pending);
+            q.waiters.push(tx);
             (rx, results, out)
         };
         self.inner.wake.notify_one();
@@ -572,13 +616,18 @@ impl Store {
         }
     }
 
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.inner.queue.lock().expect("queue lock")
+    }
+
     /// Waits for queued writes to be committed, then closes the database file. Later writes
     /// fail with [`StoreError::Closed`]; reads keep answering from memory.
     pub async fn close(&self) {
         loop {
             {
                 let mut w = self.inner.writer.lock().await;
-                if w.queue.is_empty() && !w.committing {
+                let q = self.queue();
+                if q.batch.is_empty() && !q.committing {
                     w.closed = true;
                     self.inner.db.write().expect("store lock").take();
                     break;
@@ -683,16 +732,16 @@ async fn committer(weak: std::sync::Weak<Inner>, wake: Arc<Notify>) {
         };
         loop {
             let (batch, waiters, db) = {
-                let mut w = inner.writer.lock().await;
-                if w.queue.is_empty() {
-                    w.committing = false;
+                let mut q = inner.queue.lock().expect("queue lock");
+                if q.batch.is_empty() {
+                    q.committing = false;
                     break;
                 }
-                w.committing = true;
+                q.committing = true;
                 let db = inner.db.read().expect("store lock").clone();
                 (
-                    std::mem::take(&mut w.queue),
-                    std::mem::take(&mut w.waiters),
+                    std::mem::take(&mut q.batch),
+                    std::mem::take(&mut q.waiters),
                     db,
                 )
             };
@@ -704,18 +753,13 @@ async fn committer(weak: std::sync::Weak<Inner>, wake: Arc<Notify>) {
             match result {
                 Ok(()) => {
                     publish(&inner, batch, last);
-                    let mut w = inner.writer.lock().await;
-                    w.overlay.retain(|_, (rev, _)| *rev > last);
-                    drop(w);
                     for tx in waiters {
                         let _ = tx.send(Ok(()));
                     }
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "commit failed; refusing further writes");
-                    let mut w = inner.writer.lock().await;
-                    w.failed = Some(e.to_string());
-                    drop(w);
+                    inner.queue.lock().expect("queue lock").failed = Some(e.to_string());
                     for tx in waiters {
                         let _ = tx.send(Err(e.to_string()));
                     }
@@ -788,6 +832,9 @@ fn publish(inner: &Inner, batch: Vec<Pending>, last: u64) {
             s.history.push_back(Arc::new(event));
         }
         s.rev = last;
+        inner
+            .published
+            .store(last, std::sync::atomic::Ordering::Release);
         while s.history.len() > inner.history_limit || s.history_bytes > inner.history_bytes {
             let Some(e) = s.history.pop_front() else {
                 break;
@@ -942,5 +989,55 @@ mod tests {
         let (events, _) = store.events_since("configmaps", 1).unwrap();
         assert_eq!(events.len(), 50);
         assert!(events.windows(2).all(|w| w[0].obj.rev < w[1].obj.rev));
+    }
+
+    /// A writer that takes long to decide (CEL over a large object) holds the writer lock only:
+    /// the batch committed before it is still published, and readers and watchers see it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_slow_writer_does_not_stall_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db"), HistoryLimits::events(1000)).unwrap();
+        write(&store, vec![put("before", 0)]).await;
+        let mut revs = store.subscribe();
+        // Queue a write, then a slow decision right behind it.
+        let first = tokio::spawn({
+            let store = store.clone();
+            async move { write(&store, vec![put("first", 1)]).await }
+        });
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let slow = tokio::spawn({
+            let store = store.clone();
+            async move {
+                store
+                    .write(move |v| {
+                        let _ = v.get("configmaps", "default", "before");
+                        entered_tx.send(()).unwrap();
+                        // Blocks this worker thread, as a long computation would.
+                        release_rx.recv().unwrap();
+                        Ok::<_, StoreError>((vec![put("slow", 2)], ()))
+                    })
+                    .await
+                    .unwrap()
+            }
+        });
+        tokio::task::spawn_blocking(move || entered_rx.recv().unwrap())
+            .await
+            .unwrap();
+        // While the slow writer decides: the first write completes and is visible.
+        let done = tokio::time::timeout(std::time::Duration::from_secs(30), first).await;
+        assert!(done.is_ok(), "the write before the slow one was held up");
+        assert!(store.get("configmaps", "default", "first").is_some());
+        assert!(store.get("configmaps", "default", "before").is_some());
+        let moved = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            while store.get("configmaps", "default", "first").is_none() {
+                revs.changed().await.unwrap();
+            }
+        })
+        .await;
+        assert!(moved.is_ok());
+        release_tx.send(()).unwrap();
+        slow.await.unwrap();
+        assert!(store.get("configmaps", "default", "slow").is_some());
     }
 }
