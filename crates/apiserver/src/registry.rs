@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use ferrometal_apimachinery::table::PrinterColumn;
-use ferrometal_crdschema::Schema;
+use ferrometal_crdschema::{CostLimits, Schema};
 use serde_json::Value;
 
 use crate::status::{Cause, Target};
@@ -364,7 +364,7 @@ impl Registry {
     pub fn rebuild<'a>(&self, crds: impl IntoIterator<Item = &'a Value>) {
         let mut resources = builtin_resources();
         for crd in crds {
-            match crd_resources(crd) {
+            match crd_resources(crd, CostLimits::Ignore) {
                 Ok(rs) => resources.extend(rs.into_iter().map(Arc::new)),
                 Err(causes) => tracing::warn!(
                     crd = crd.pointer("/metadata/name").and_then(|v| v.as_str()),
@@ -412,7 +412,10 @@ fn cause(field: &str, reason: &str, message: impl Into<String>) -> Cause {
 
 /// Checks a CRD and derives the resources it serves (one per served version). Errors are
 /// field causes for a 422.
-pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, Vec<Cause>> {
+/// The resources a CRD serves. `limits` says whether CEL cost limits apply: they do when a CRD
+/// is written, not when stored ones are loaded (a CRD accepted before must keep serving;
+/// evaluation stays bounded either way).
+pub fn crd_resources(crd: &Value, limits: CostLimits) -> Result<Vec<Resource>, Vec<Cause>> {
     let mut causes = Vec::new();
     let group = str_at(crd, "/spec/group").unwrap_or_default().to_string();
     let plural = str_at(crd, "/spec/names/plural")
@@ -498,7 +501,7 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<Resource>, Vec<Cause>> {
         }
         let openapi = v.pointer("/schema/openAPIV3Schema").cloned();
         let schema = match &openapi {
-            Some(s) => match Schema::compile(s) {
+            Some(s) => match Schema::compile_with(s, limits) {
                 Ok(s) => Some(s),
                 Err(errs) => {
                     for e in errs {

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use regex::Regex;
 use serde_json::{Map, Value};
 
+use crate::regexes::{Literals, Table};
 use crate::rules::{self, Rule};
-use crate::{FieldError, Reason, quote};
+use crate::{CostLimits, FieldError, Reason, quote};
 
 /// Where kube-apiserver reports schema errors of a CRD.
 pub(crate) const ROOT_PATH: &str = "spec.validation.openAPIV3Schema";
@@ -127,6 +128,8 @@ impl Node {
 struct Ctx<'a> {
     env: &'a cel::Env,
     errs: Vec<FieldError>,
+    /// The literal patterns of the rules, compiled with them.
+    literals: Literals,
 }
 
 impl Ctx<'_> {
@@ -146,10 +149,17 @@ enum Place {
     Junctor,
 }
 
-pub(crate) fn compile_root(schema: &Value, env: &cel::Env) -> Result<Node, Vec<FieldError>> {
+/// The compiled schema, and the literal patterns of its rules.
+pub(crate) fn compile_root(
+    schema: &Value,
+    env: &cel::Env,
+    limits: CostLimits,
+) -> Result<(Node, Table), Vec<FieldError>> {
+    let enforce = limits == CostLimits::Enforce;
     let mut ctx = Ctx {
         env,
         errs: Vec::new(),
+        literals: Literals::new(enforce),
     };
     let node = compile_node(&mut ctx, schema, ROOT_PATH, Place::Root, 0, true);
     if let Some(node) = &node {
@@ -163,9 +173,14 @@ pub(crate) fn compile_root(schema: &Value, env: &cel::Env) -> Result<Node, Vec<F
         }
         check_root_metadata(&mut ctx, schema);
         check_defaults(&mut ctx, node, ROOT_PATH);
+        // Rule costs are estimated once the schema is sound: they need
+        // every rule compiled.
+        if enforce && ctx.errs.is_empty() {
+            ctx.errs = crate::cost::check_static(node, &ctx.literals.table);
+        }
     }
     match node {
-        Some(node) if ctx.errs.is_empty() => Ok(node),
+        Some(node) if ctx.errs.is_empty() => Ok((node, ctx.literals.table)),
         _ => Err(ctx.errs),
     }
 }
@@ -576,7 +591,7 @@ fn compile_node(
                         path: format!("{rp}[{i}]"),
                         node_path: path,
                     };
-                    match rules::compile_rule(ctx.env, r, &n, &rule_at) {
+                    match rules::compile_rule(ctx.env, r, &n, &rule_at, &mut ctx.literals) {
                         Ok(rule) => n.rules.push(rule),
                         Err(mut e) => ctx.errs.append(&mut e),
                     }

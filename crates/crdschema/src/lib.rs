@@ -15,8 +15,17 @@
 //! timestamps, `duration` as durations, `byte` as bytes. Besides the CEL
 //! standard library and the strings and lists extensions, Kubernetes'
 //! `isSorted`, `sum`, `min`, `max`, `find`, `findAll` and `isURL` are
-//! available. Not provided: CEL cost limits, and the `quantity`, `ip`,
-//! `cidr`, `url` and `authz` libraries.
+//! available. Not provided: the `quantity`, `ip`, `cidr`, `url` and `authz`
+//! libraries.
+//!
+//! Rules are bounded as kube-apiserver bounds them: [`Schema::compile`]
+//! refuses rules whose estimated cost, from the sizes the schema allows,
+//! exceeds [`STATIC_ESTIMATED_COST_LIMIT`] (times the number of times they
+//! may run per object), or that together exceed
+//! [`STATIC_ESTIMATED_CRD_COST_LIMIT`]; [`Schema::validate`] estimates each
+//! rule against the object's actual values before running it, and refuses
+//! the object rather than run one over [`PER_CALL_LIMIT`] or past the
+//! object's [`RUNTIME_CEL_COST_BUDGET`].
 //!
 //! ```
 //! use ferrometal_crdschema::{Reason, Schema};
@@ -54,11 +63,15 @@
 //! ```
 
 mod compile;
+mod cost;
 mod formats;
+mod regexes;
 mod rules;
 mod transform;
 mod validate;
 
+#[cfg(test)]
+mod cost_tests;
 #[cfg(test)]
 mod tests;
 
@@ -68,6 +81,10 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub(crate) use compile::Node;
+pub use cost::{
+    MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET, STATIC_ESTIMATED_COST_LIMIT,
+    STATIC_ESTIMATED_CRD_COST_LIMIT,
+};
 
 /// The prefix of every field path [`Schema::compile`] reports, as
 /// kube-apiserver reports schema errors of a CRD. A caller that reports
@@ -146,6 +163,24 @@ impl fmt::Display for Reason {
     }
 }
 
+/// Whether [`Schema::compile_with`] enforces the static cost limits of
+/// CEL rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CostLimits {
+    /// Refuse rules whose estimated cost exceeds
+    /// [`STATIC_ESTIMATED_COST_LIMIT`], or together
+    /// [`STATIC_ESTIMATED_CRD_COST_LIMIT`], and literal regular expressions
+    /// too costly to compile: for a CRD being created, or a version whose
+    /// schema an update changes.
+    #[default]
+    Enforce,
+    /// Accept them, as kube-apiserver accepts CRDs it stored already (it
+    /// checks costs only when a schema is written, and skips the check for
+    /// versions whose schema an update leaves as it was). Evaluation is
+    /// bounded all the same.
+    Ignore,
+}
+
 /// A compiled structural schema of one CRD version.
 ///
 /// Cheap to clone and safe to share between threads.
@@ -153,6 +188,8 @@ impl fmt::Display for Reason {
 pub struct Schema {
     root: Arc<Node>,
     env: Arc<cel::Env>,
+    /// The literal patterns of the rules, compiled.
+    literals: Arc<regexes::Table>,
 }
 
 impl fmt::Debug for Schema {
@@ -163,14 +200,36 @@ impl fmt::Debug for Schema {
 
 impl Schema {
     /// Compiles an `openAPIV3Schema`, rejecting what kube-apiserver rejects
-    /// as non-structural and CEL rules that do not compile.
+    /// as non-structural, CEL rules that do not compile, and rules whose
+    /// estimated cost exceeds kube-apiserver's limits
+    /// ([`CostLimits::Enforce`]).
+    ///
+    /// Cost errors are `FieldValueForbidden` causes worded as
+    /// kube-apiserver's, e.g. at
+    /// `spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule`:
+    /// `Forbidden: estimated rule cost exceeds budget by factor of more
+    /// than 100x (try simplifying the rule, or adding maxItems,
+    /// maxProperties, and maxLength where arrays, maps, and strings are
+    /// declared)`.
     pub fn compile(open_api_v3_schema: &serde_json::Value) -> Result<Schema, Vec<FieldError>> {
+        Schema::compile_with(open_api_v3_schema, CostLimits::Enforce)
+    }
+
+    /// [`Schema::compile`], choosing whether static cost limits apply: a
+    /// server loading CRDs it stored before, or validating an update that
+    /// leaves this version's schema unchanged, passes
+    /// [`CostLimits::Ignore`], so that a CRD accepted once stays usable.
+    pub fn compile_with(
+        open_api_v3_schema: &serde_json::Value,
+        limits: CostLimits,
+    ) -> Result<Schema, Vec<FieldError>> {
         on_big_stack(|| {
             let env = Arc::new(rules::env());
-            let root = compile::compile_root(open_api_v3_schema, &env)?;
+            let (root, literals) = compile::compile_root(open_api_v3_schema, &env, limits)?;
             Ok(Schema {
                 root: Arc::new(root),
                 env,
+                literals: Arc::new(literals),
             })
         })
         .unwrap_or_else(|| Err(vec![internal_error("compiling the schema")]))
@@ -208,6 +267,14 @@ impl Schema {
     /// the old value at the same path (list items correlated by key for map
     /// lists, by value for sets) are not re-checked, except by transition
     /// rules, so objects stored under a looser schema stay updatable.
+    ///
+    /// Each rule is estimated against the object's values before it runs.
+    /// One estimated over [`PER_CALL_LIMIT`], or over what remains of the
+    /// object's [`RUNTIME_CEL_COST_BUDGET`], is not run: an error at the
+    /// rule's node (`Invalid value: "object": validation failed due to
+    /// running out of cost budget, no further validation rules will be
+    /// run`, or `... call cost exceeds limit for rule: ...`) ends the CEL
+    /// validation, and the server answers 422 as for any other error.
     pub fn validate(
         &self,
         obj: &serde_json::Value,
@@ -216,7 +283,8 @@ impl Schema {
         let mut errs = Vec::new();
         validate::validate_root(&self.root, obj, old, &mut errs);
         if self.root.has_rules() {
-            match on_big_stack(|| rules::validate_root(&self.root, &self.env, obj, old)) {
+            let run = || rules::validate_root(&self.root, &self.env, &self.literals, obj, old);
+            match on_big_stack(run) {
                 Some(mut rule_errs) => errs.append(&mut rule_errs),
                 None => errs.push(internal_error("evaluating validation rules")),
             }

@@ -3,14 +3,16 @@
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 use cel::objects::{Key, Map, OptionalValue};
 use cel::{Context, Env, Program};
 use serde_json::Value;
 
 use crate::compile::{Additional, Node, Type};
+use crate::cost::{self, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET, Sizes, Stats};
+use crate::regexes::{LiteralError, Literals, Meter, Table};
 use crate::validate::{correlate, json_eq, type_matches};
 use crate::{FieldError, Path, Reason, quote};
 
@@ -28,9 +30,11 @@ pub(crate) fn env() -> Env {
 
 pub(crate) struct Rule {
     pub source: String,
-    program: Program,
+    /// The rule as it runs: `matches` calls go to [`k8s::matches`].
+    pub expr: IdedExpr,
     message: Option<String>,
-    message_expression: Option<Program>,
+    /// `messageExpression`, its source and how it runs.
+    pub message_expression: Option<(String, IdedExpr)>,
     /// Field names from `fieldPath`, appended to the node's path.
     field_path: Vec<String>,
     reason: Reason,
@@ -128,6 +132,113 @@ fn expr_depth(e: &IdedExpr, at: usize) -> usize {
     }
 }
 
+/// The direct subexpressions of `e`.
+fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
+    match &e.expr {
+        Expr::Call(call) => call
+            .target
+            .as_deref()
+            .into_iter()
+            .chain(&call.args)
+            .collect(),
+        Expr::Comprehension(c) => vec![
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ],
+        Expr::List(l) => l.elements.iter().collect(),
+        Expr::Map(m) => m.entries.iter().flat_map(entry_children).collect(),
+        Expr::Struct(s) => s.entries.iter().flat_map(entry_children).collect(),
+        Expr::Select(s) => vec![&s.operand],
+        _ => Vec::new(),
+    }
+}
+
+fn entry_children(entry: &cel::common::ast::IdedEntryExpr) -> Vec<&IdedExpr> {
+    match &entry.expr {
+        EntryExpr::MapEntry(me) => vec![&me.key, &me.value],
+        EntryExpr::StructField(sf) => vec![&sf.value],
+    }
+}
+
+/// Calls taking a regular expression as their second parameter (after
+/// the receiver).
+fn regex_function(name: &str) -> bool {
+    matches!(name, "matches" | "find" | "findAll")
+}
+
+/// The patterns given as string literals to `matches`, `find`, `findAll`.
+fn literal_patterns<'e>(e: &'e IdedExpr, out: &mut Vec<&'e str>) {
+    if let Expr::Call(call) = &e.expr
+        && regex_function(&call.func_name)
+    {
+        let pattern = if call.target.is_some() {
+            call.args.first()
+        } else {
+            call.args.get(1)
+        };
+        if let Some(IdedExpr {
+            expr: Expr::Literal(LiteralValue::String(p)),
+            ..
+        }) = pattern
+        {
+            out.push(p.inner());
+        }
+    }
+    for c in children(e) {
+        literal_patterns(c, out);
+    }
+}
+
+/// The name `matches` calls are renamed to, so that they reach
+/// [`k8s::matches`] (which compiles each pattern once) instead of cel's own
+/// (which compiles it on every call). Users cannot spell it.
+const MATCHES: &str = "@matches";
+
+/// `program`'s expression as it is run: `matches` renamed to [`MATCHES`].
+fn runnable(program: &Program) -> IdedExpr {
+    fn rename(e: &mut IdedExpr) {
+        match &mut e.expr {
+            Expr::Call(call) => {
+                let arity = call.args.len() + usize::from(call.target.is_some());
+                if call.func_name == "matches" && arity == 2 {
+                    call.func_name = MATCHES.to_string();
+                }
+                if let Some(t) = call.target.as_deref_mut() {
+                    rename(t);
+                }
+                call.args.iter_mut().for_each(rename);
+            }
+            Expr::Comprehension(c) => {
+                rename(&mut c.iter_range);
+                rename(&mut c.accu_init);
+                rename(&mut c.loop_cond);
+                rename(&mut c.loop_step);
+                rename(&mut c.result);
+            }
+            Expr::List(l) => l.elements.iter_mut().for_each(rename),
+            Expr::Map(m) => m.entries.iter_mut().for_each(rename_entry),
+            Expr::Struct(s) => s.entries.iter_mut().for_each(rename_entry),
+            Expr::Select(s) => rename(&mut s.operand),
+            _ => {}
+        }
+    }
+    fn rename_entry(entry: &mut cel::common::ast::IdedEntryExpr) {
+        match &mut entry.expr {
+            EntryExpr::MapEntry(me) => {
+                rename(&mut me.key);
+                rename(&mut me.value);
+            }
+            EntryExpr::StructField(sf) => rename(&mut sf.value),
+        }
+    }
+    let mut e = program.expression().clone();
+    rename(&mut e);
+    e
+}
+
 /// Where a rule is declared.
 pub(crate) struct RuleAt<'a> {
     pub at_root: bool,
@@ -144,6 +255,7 @@ pub(crate) fn compile_rule(
     v: &Value,
     node: &Node,
     at: &RuleAt,
+    literals: &mut Literals,
 ) -> Result<Rule, Vec<FieldError>> {
     let path = at.path.as_str();
     let at_root = at.at_root;
@@ -333,12 +445,53 @@ pub(crate) fn compile_rule(
         ));
     }
 
+    // Literal patterns are compiled now, once, and refused if invalid or
+    // too costly to compile, as kube-apiserver compiles them with the rule.
+    let compiled = [
+        ("rule", "compilation failed", &source, program.as_ref()),
+        (
+            "messageExpression",
+            "messageExpression compilation failed",
+            message_expression_src.as_ref().unwrap_or(&source),
+            message_expression.as_ref(),
+        ),
+    ];
+    for (key, failed, src, p) in compiled {
+        let Some(p) = p else { continue };
+        let mut patterns = Vec::new();
+        literal_patterns(p.expression(), &mut patterns);
+        for pattern in patterns {
+            match literals.add(pattern) {
+                Ok(()) => {}
+                // A stored CRD keeps loading; the rule fails as it runs.
+                Err(LiteralError::Invalid(_)) if !literals.enforce => {}
+                Err(LiteralError::Invalid(msg)) => errs.push(FieldError::new(
+                    format!("{path}.{key}"),
+                    Reason::FieldValueInvalid,
+                    format!(
+                        "Invalid value: {}: {failed}: {}",
+                        quote(src),
+                        msg.replace('\n', " ")
+                    ),
+                )),
+                Err(LiteralError::TooComplex(msg)) => errs.push(FieldError::new(
+                    format!("{path}.{key}"),
+                    Reason::FieldValueForbidden,
+                    format!("Forbidden: {msg}"),
+                )),
+            }
+        }
+    }
+
     match program {
         Some(program) if errs.is_empty() => Ok(Rule {
             source,
-            program,
+            expr: runnable(&program),
             message,
-            message_expression,
+            message_expression: message_expression
+                .as_ref()
+                .zip(message_expression_src)
+                .map(|(p, src)| (src, runnable(p))),
             field_path,
             reason,
             optional_old_self,
@@ -499,148 +652,286 @@ fn parse_field_path(fp: &str, node: &Node) -> Result<Vec<String>, String> {
 pub(crate) fn validate_root(
     n: &Node,
     env: &Arc<Env>,
+    literals: &Arc<Table>,
     obj: &Value,
     old: Option<&Value>,
 ) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    if n.has_rules() {
-        let ctx = root_context(env);
-        walk(n, &ctx, obj, old, &Path::default(), &mut errs, 0);
+    if !n.has_rules() {
+        return Vec::new();
     }
-    errs
+    let values: Vec<&Value> = std::iter::once(obj).chain(old).collect();
+    let meter = Arc::new(Mutex::new(Meter::new(Arc::clone(literals))));
+    let mut walker = Walker {
+        ctx: root_context(env, &meter),
+        meter,
+        literals,
+        stats: Stats::collect(n, &values),
+        costs: HashMap::new(),
+        remaining: RUNTIME_CEL_COST_BUDGET,
+        stopped: false,
+        errs: Vec::new(),
+    };
+    walker.walk(n, obj, old, &Path::default(), 0);
+    walker.errs
 }
 
 const MAX_DEPTH: usize = 256;
 
-fn walk(
-    n: &Node,
-    ctx: &Context,
-    v: &Value,
-    old: Option<&Value>,
-    path: &Path,
-    errs: &mut Vec<FieldError>,
-    depth: usize,
-) {
-    // Values of the wrong type were reported by OpenAPI validation already;
-    // rules written for the declared type would only add noise.
-    if depth > MAX_DEPTH || !type_matches(n, v) || v.is_null() {
-        return;
-    }
-    if !n.rules.is_empty() {
-        let root = depth == 0;
-        let self_val = to_cel(v, Some(n), 0, root);
-        let old_val = old
-            .filter(|o| type_matches(n, o) && !o.is_null())
-            .map(|o| to_cel(o, Some(n), 0, root));
-        // Ratcheting: a value left as it was is not held to rules added or
-        // tightened since; transition rules still run, they compare.
-        let unchanged = old.is_some_and(|o| json_eq(o, v));
-        for rule in &n.rules {
-            if unchanged && !rule.transition {
-                continue;
-            }
-            eval_rule(n, rule, ctx, &self_val, old_val.as_ref(), path, errs);
+/// One validation's walk over the object, with its cost budget.
+struct Walker<'a> {
+    ctx: Context<'static, 'static>,
+    meter: Arc<Mutex<Meter>>,
+    literals: &'a Table,
+    /// The largest values the object holds at each node, for estimates.
+    stats: Stats,
+    /// Estimated costs of each rule (and its message expression) for this
+    /// object, by the rule's address.
+    costs: HashMap<usize, (u64, u64)>,
+    /// What is left of [`RUNTIME_CEL_COST_BUDGET`].
+    remaining: u64,
+    /// Set once the budget is exhausted: no further rule runs.
+    stopped: bool,
+    errs: Vec<FieldError>,
+}
+
+/// Why an evaluation was not allowed to (finish to) run.
+enum OverBudget {
+    /// Over [`PER_CALL_LIMIT`].
+    Call,
+    /// Over what is left of the object's budget.
+    Object,
+}
+
+fn lock(meter: &Mutex<Meter>) -> MutexGuard<'_, Meter> {
+    meter
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Walker<'_> {
+    fn walk(&mut self, n: &Node, v: &Value, old: Option<&Value>, path: &Path, depth: usize) {
+        // Values of the wrong type were reported by OpenAPI validation
+        // already; rules written for the declared type would only add noise.
+        if self.stopped || depth > MAX_DEPTH || !type_matches(n, v) || v.is_null() {
+            return;
         }
-    }
-    if !n.rules_below {
-        return;
-    }
-    match v {
-        Value::Object(obj) => {
-            for (name, val) in obj {
-                let old_child = old.and_then(|o| o.get(name));
-                if let Some(child) = n.properties.get(name) {
-                    walk(
-                        child,
-                        ctx,
-                        val,
-                        old_child,
-                        &path.field(name),
-                        errs,
-                        depth + 1,
-                    );
-                } else if let Additional::Schema(a) = &n.additional {
-                    walk(a, ctx, val, old_child, &path.key(name), errs, depth + 1);
+        if !n.rules.is_empty() {
+            let root = depth == 0;
+            let self_val = to_cel(v, Some(n), 0, root);
+            let old_val = old
+                .filter(|o| type_matches(n, o) && !o.is_null())
+                .map(|o| to_cel(o, Some(n), 0, root));
+            // Ratcheting: a value left as it was is not held to rules added
+            // or tightened since; transition rules still run, they compare.
+            let unchanged = old.is_some_and(|o| json_eq(o, v));
+            for rule in &n.rules {
+                if self.stopped {
+                    return;
+                }
+                if unchanged && !rule.transition {
+                    continue;
+                }
+                self.eval_rule(n, rule, root, &self_val, old_val.as_ref(), path);
+            }
+        }
+        if !n.rules_below {
+            return;
+        }
+        match v {
+            Value::Object(obj) => {
+                for (name, val) in obj {
+                    let old_child = old.and_then(|o| o.get(name));
+                    if let Some(child) = n.properties.get(name) {
+                        self.walk(child, val, old_child, &path.field(name), depth + 1);
+                    } else if let Additional::Schema(a) = &n.additional {
+                        self.walk(a, val, old_child, &path.key(name), depth + 1);
+                    }
                 }
             }
-        }
-        Value::Array(items) => {
-            let Some(item) = &n.items else { return };
-            let old_items = old.and_then(Value::as_array);
-            for (i, val) in items.iter().enumerate() {
-                let old_item = old_items.and_then(|olds| correlate(n, val, olds));
-                walk(item, ctx, val, old_item, &path.index(i), errs, depth + 1);
+            Value::Array(items) => {
+                let Some(item) = &n.items else { return };
+                let old_items = old.and_then(Value::as_array);
+                for (i, val) in items.iter().enumerate() {
+                    let old_item = old_items.and_then(|olds| correlate(n, val, olds));
+                    self.walk(item, val, old_item, &path.index(i), depth + 1);
+                }
             }
+            _ => {}
         }
-        _ => {}
+    }
+
+    /// The estimated cost of one run of `rule` (and of its message
+    /// expression) on this object's values.
+    fn cost_of(&mut self, n: &Node, rule: &Rule, root: bool) -> (u64, u64) {
+        let key = rule as *const Rule as usize;
+        if let Some(c) = self.costs.get(&key) {
+            return *c;
+        }
+        let sizes = Sizes::Runtime(&self.stats);
+        let rule_cost = cost::estimate(&sizes, self.literals, &rule.expr, n, root);
+        let message_cost = rule.message_expression.as_ref().map_or(0, |(_, m)| {
+            cost::estimate(&sizes, self.literals, m, n, root)
+        });
+        self.costs.insert(key, (rule_cost, message_cost));
+        (rule_cost, message_cost)
+    }
+
+    /// Charges an evaluation estimated at `estimate` and runs it, metering
+    /// what the estimate could not know.
+    fn metered(
+        &mut self,
+        estimate: u64,
+        program: &IdedExpr,
+        self_val: &cel::Value,
+        old_val: Option<&cel::Value>,
+        rule: &Rule,
+    ) -> Result<Result<cel::Value, String>, OverBudget> {
+        if estimate > PER_CALL_LIMIT {
+            return Err(OverBudget::Call);
+        }
+        if estimate > self.remaining {
+            return Err(OverBudget::Object);
+        }
+        self.remaining -= estimate;
+        let per_call = PER_CALL_LIMIT - estimate;
+        let bound = if per_call <= self.remaining {
+            OverBudget::Call
+        } else {
+            OverBudget::Object
+        };
+        lock(&self.meter).begin(per_call.min(self.remaining));
+        let result = run(&self.ctx, program, self_val, old_val, rule);
+        let (spent, exceeded) = lock(&self.meter).end();
+        self.remaining = self.remaining.saturating_sub(spent);
+        if exceeded {
+            return Err(bound);
+        }
+        Ok(result)
+    }
+
+    fn over_budget(&mut self, path: &Path, type_name: &str, detail: String) {
+        self.stopped = true;
+        self.errs.push(FieldError::new(
+            path.render(),
+            Reason::FieldValueInvalid,
+            format!("Invalid value: {}: {detail}", quote(type_name)),
+        ));
+    }
+
+    fn eval_rule(
+        &mut self,
+        n: &Node,
+        rule: &Rule,
+        root: bool,
+        self_val: &cel::Value,
+        old_val: Option<&cel::Value>,
+        path: &Path,
+    ) {
+        if rule.transition && old_val.is_none() && !rule.optional_old_self {
+            return;
+        }
+        let type_name = node_type_name(n);
+        let (rule_cost, message_cost) = self.cost_of(n, rule, root);
+        let result = match self.metered(rule_cost, &rule.expr, self_val, old_val, rule) {
+            Ok(result) => result,
+            Err(OverBudget::Call) => {
+                return self.over_budget(
+                    path,
+                    type_name,
+                    format!(
+                        "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+                        rule_error_string(rule)
+                    ),
+                );
+            }
+            Err(OverBudget::Object) => {
+                return self.over_budget(
+                    path,
+                    type_name,
+                    "validation failed due to running out of cost budget, no further validation rules will be run".into(),
+                );
+            }
+        };
+        match result {
+            Ok(cel::Value::Bool(true)) => {}
+            Ok(cel::Value::Bool(false)) => {
+                let mut field = path.clone();
+                for f in &rule.field_path {
+                    field = field.field(f);
+                }
+                let mut detail = None;
+                if let Some((src, m)) = &rule.message_expression {
+                    match self.metered(message_cost, m, self_val, old_val, rule) {
+                        Ok(Ok(cel::Value::String(s))) if !s.trim().is_empty() => {
+                            detail = Some(s.to_string());
+                        }
+                        Ok(_) => {}
+                        Err(OverBudget::Call) => {
+                            return self.over_budget(
+                                path,
+                                type_name,
+                                format!(
+                                    "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                                    quote(src)
+                                ),
+                            );
+                        }
+                        Err(OverBudget::Object) => {
+                            return self.over_budget(
+                                path,
+                                type_name,
+                                "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".into(),
+                            );
+                        }
+                    }
+                }
+                let detail = detail
+                    .or_else(|| rule.message.clone())
+                    .unwrap_or_else(|| format!("failed rule: {}", rule.source.trim()));
+                self.errs.push(error_for_reason(
+                    field.render(),
+                    rule.reason,
+                    type_name,
+                    detail,
+                ));
+            }
+            Ok(other) => self.errs.push(FieldError::new(
+                path.render(),
+                Reason::FieldValueInvalid,
+                format!(
+                    "Invalid value: {}: rule did not evaluate to a bool but to {:?}: {}",
+                    quote(type_name),
+                    other.type_of().to_string(),
+                    rule.source.trim()
+                ),
+            )),
+            Err(e) if e.starts_with("no such overload") => self.errs.push(FieldError::new(
+                path.render(),
+                Reason::FieldValueInvalid,
+                format!(
+                    "Invalid value: {}: '{e}': call arguments did not match a supported operator, function or macro signature for rule: {}",
+                    quote(type_name),
+                    rule.source.trim()
+                ),
+            )),
+            Err(e) => self.errs.push(FieldError::new(
+                path.render(),
+                Reason::FieldValueInvalid,
+                format!(
+                    "Invalid value: {}: {e} evaluating rule: {}",
+                    quote(type_name),
+                    rule.source.trim()
+                ),
+            )),
+        }
     }
 }
 
-fn eval_rule(
-    n: &Node,
-    rule: &Rule,
-    ctx: &Context,
-    self_val: &cel::Value,
-    old_val: Option<&cel::Value>,
-    path: &Path,
-    errs: &mut Vec<FieldError>,
-) {
-    if rule.transition && old_val.is_none() && !rule.optional_old_self {
-        return;
-    }
-    let type_name = node_type_name(n);
-    let result = run(ctx, &rule.program, self_val, old_val, rule);
-    match result {
-        Ok(cel::Value::Bool(true)) => {}
-        Ok(cel::Value::Bool(false)) => {
-            let mut field = path.clone();
-            for f in &rule.field_path {
-                field = field.field(f);
-            }
-            let detail = rule
-                .message_expression
-                .as_ref()
-                .and_then(|m| match run(ctx, m, self_val, old_val, rule) {
-                    Ok(cel::Value::String(s)) if !s.trim().is_empty() => Some(s.to_string()),
-                    _ => None,
-                })
-                .or_else(|| rule.message.clone())
-                .unwrap_or_else(|| format!("failed rule: {}", rule.source.trim()));
-            errs.push(error_for_reason(
-                field.render(),
-                rule.reason,
-                type_name,
-                detail,
-            ));
-        }
-        Ok(other) => errs.push(FieldError::new(
-            path.render(),
-            Reason::FieldValueInvalid,
-            format!(
-                "Invalid value: {}: rule did not evaluate to a bool but to {:?}: {}",
-                quote(type_name),
-                other.type_of().to_string(),
-                rule.source.trim()
-            ),
-        )),
-        Err(e) if e.starts_with("no such overload") => errs.push(FieldError::new(
-            path.render(),
-            Reason::FieldValueInvalid,
-            format!(
-                "Invalid value: {}: '{e}': call arguments did not match a supported operator, function or macro signature for rule: {}",
-                quote(type_name),
-                rule.source.trim()
-            ),
-        )),
-        Err(e) => errs.push(FieldError::new(
-            path.render(),
-            Reason::FieldValueInvalid,
-            format!(
-                "Invalid value: {}: {e} evaluating rule: {}",
-                quote(type_name),
-                rule.source.trim()
-            ),
-        )),
+/// How kube-apiserver names a rule in errors: by its message, if it has one.
+fn rule_error_string(rule: &Rule) -> &str {
+    match &rule.message {
+        Some(m) if !m.trim().is_empty() => m.trim(),
+        _ => rule.source.trim(),
     }
 }
 
@@ -663,7 +954,7 @@ fn node_type_name(n: &Node) -> &'static str {
 
 fn run(
     root: &Context,
-    program: &Program,
+    program: &IdedExpr,
     self_val: &cel::Value,
     old_val: Option<&cel::Value>,
     rule: &Rule,
@@ -680,7 +971,7 @@ fn run(
         } else if let Some(o) = old_val {
             ctx.add_variable_from_value("oldSelf", o.clone());
         }
-        program.execute(&ctx).map_err(|e| eval_error_text(&e))
+        ctx.resolve(program).map_err(|e| eval_error_text(&e))
     }));
     outcome.unwrap_or_else(|_| Err("internal error while evaluating the rule".to_string()))
 }
@@ -802,7 +1093,9 @@ fn formatted_string(format: &str, s: &str) -> Option<cel::Value> {
 
 /// The context every rule of one validation runs under: the environment
 /// plus the Kubernetes library functions cel's standard library lacks.
-fn root_context(env: &Arc<Env>) -> Context<'static, 'static> {
+/// Its regular expression functions compile patterns through `meter`.
+fn root_context(env: &Arc<Env>, meter: &Arc<Mutex<Meter>>) -> Context<'static, 'static> {
+    use cel::extractors::{Arguments, This};
     let mut ctx = Context::with_env(Arc::clone(env));
     // Names already declared by the environment cannot be added; rules
     // calling them then get the environment's version instead.
@@ -810,8 +1103,23 @@ fn root_context(env: &Arc<Env>) -> Context<'static, 'static> {
     let _ = ctx.add_function("sum", k8s::sum);
     let _ = ctx.add_function("min", k8s::min);
     let _ = ctx.add_function("max", k8s::max);
-    let _ = ctx.add_function("find", k8s::find);
-    let _ = ctx.add_function("findAll", k8s::find_all);
+    let m = Arc::clone(meter);
+    let _ = ctx.add_function(
+        MATCHES,
+        move |This(s): This<Arc<String>>, pattern: Arc<String>| k8s::matches(&m, &s, &pattern),
+    );
+    let m = Arc::clone(meter);
+    let _ = ctx.add_function(
+        "find",
+        move |This(s): This<Arc<String>>, pattern: Arc<String>| k8s::find(&m, &s, &pattern),
+    );
+    let m = Arc::clone(meter);
+    let _ = ctx.add_function(
+        "findAll",
+        move |This(s): This<Arc<String>>, pattern: Arc<String>, Arguments(args): Arguments| {
+            k8s::find_all(&m, &s, &pattern, &args)
+        },
+    );
     let _ = ctx.add_function("isURL", k8s::is_url);
     ctx
 }
@@ -819,10 +1127,12 @@ fn root_context(env: &Arc<Env>) -> Context<'static, 'static> {
 /// Kubernetes' CEL list, regex and URL library functions.
 mod k8s {
     use std::cmp::Ordering;
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
 
     use cel::extractors::{Arguments, This};
     use cel::{ExecutionError, Value};
+
+    use crate::regexes::Meter;
 
     type Result<T> = std::result::Result<T, ExecutionError>;
 
@@ -919,33 +1229,39 @@ mod k8s {
         }
     }
 
-    fn regex(name: &str, pattern: &str) -> Result<regex::Regex> {
-        regex::Regex::new(pattern).map_err(|e| ExecutionError::function_error(name, e))
+    fn regex(
+        meter: &Mutex<Meter>,
+        name: &str,
+        s: &str,
+        pattern: &str,
+    ) -> Result<Arc<regex::Regex>> {
+        super::lock(meter).regex(name, pattern, s.len())
+    }
+
+    /// `s.matches(pattern)`, as cel's, but compiling each pattern once.
+    pub fn matches(meter: &Mutex<Meter>, s: &str, pattern: &str) -> Result<bool> {
+        Ok(regex(meter, "matches", s, pattern)?.is_match(s))
     }
 
     /// The first match of a regex, or the empty string.
-    pub fn find(This(s): This<Arc<String>>, pattern: Arc<String>) -> Result<Value> {
-        let re = regex("find", &pattern)?;
+    pub fn find(meter: &Mutex<Meter>, s: &str, pattern: &str) -> Result<Value> {
+        let re = regex(meter, "find", s, pattern)?;
         Ok(Value::String(Arc::new(
-            re.find(&s)
+            re.find(s)
                 .map(|m| m.as_str().to_string())
                 .unwrap_or_default(),
         )))
     }
 
     /// All matches of a regex, at most `limit` of them if given (negative: all).
-    pub fn find_all(
-        This(s): This<Arc<String>>,
-        pattern: Arc<String>,
-        Arguments(args): Arguments,
-    ) -> Result<Value> {
-        let re = regex("findAll", &pattern)?;
+    pub fn find_all(meter: &Mutex<Meter>, s: &str, pattern: &str, args: &[Value]) -> Result<Value> {
+        let re = regex(meter, "findAll", s, pattern)?;
         let limit = match args.get(1) {
             Some(Value::Int(n)) if *n >= 0 => usize::try_from(*n).unwrap_or(usize::MAX),
             _ => usize::MAX,
         };
         Ok(Value::List(Arc::new(
-            re.find_iter(&s)
+            re.find_iter(s)
                 .take(limit)
                 .map(|m| Value::String(Arc::new(m.as_str().to_string())))
                 .collect(),

@@ -1095,6 +1095,8 @@ fn cel_transition_rules_in_map_lists_correlate_by_key() {
 }
 
 fn rule_schema(rules: Value) -> Schema {
+    // `items` is bounded: kube-apiserver (and so Schema::compile) refuses
+    // `map` or `min` over a list as long as a request allows.
     Schema::compile(&json!({
         "type": "object",
         "properties": {"spec": {
@@ -1105,7 +1107,7 @@ fn rule_schema(rules: Value) -> Schema {
                 "minReplicas": {"type": "integer"},
                 "ratio": {"type": "number"},
                 "name": {"type": "string"},
-                "items": {"type": "array", "items": {"type": "string"}},
+                "items": {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 64}},
                 "selector": {"type": "object", "additionalProperties": {"type": "string"}}
             }
         }}
@@ -1766,7 +1768,7 @@ fn cel_kubernetes_library_functions() {
         ],
         "properties": {
             "nums": {"type": "array", "items": {"type": "integer"}},
-            "names": {"type": "array", "items": {"type": "string"}},
+            "names": {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 64}},
             "ratios": {"type": "array", "items": {"type": "number"}},
             "url": {"type": "string"}
         }

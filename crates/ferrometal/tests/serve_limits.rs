@@ -239,6 +239,29 @@ async fn hostile_inputs(h: &Http) {
         .await;
     assert_eq!(r.code, 415, "{}", r.body);
 
+    // CEL under a cost budget: a rule whose estimated cost is unbounded is refused when the
+    // CRD is written, naming the rule.
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "costly.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"kind": "Costly", "plural": "costly", "singular": "costly", "listKind": "CostlyList"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                     "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                         "spec": {"type": "object",
+                             "x-kubernetes-validations": [{"rule": "self.names.all(a, self.names.all(b, a == b || a != b))"}],
+                             "properties": {"names": {"type": "array", "items": {"type": "string"}}}}}}}}]}
+    });
+    let r = h
+        .json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd)
+        .await;
+    assert_eq!(r.code, 422, "{}", r.body);
+    let msg = r.body["message"].as_str().unwrap();
+    assert!(
+        msg.contains("estimated rule cost exceeds budget") && msg.contains("x-kubernetes-validations[0].rule"),
+        "{msg}"
+    );
+
     // YAML alias bombs are refused, not expanded.
     let mut bomb = String::from(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\na0: &a0 [x,x,x,x,x,x,x,x,x,x]\n",

@@ -175,7 +175,9 @@ pub fn builtin_prepare(res: &Resource, obj: &mut Value) -> Result<(), ApiError> 
         }
         registry::CRD_KEY => {
             let name = meta::name_of(obj).to_string();
-            if let Err(causes) = registry::crd_resources(obj) {
+            if let Err(causes) =
+                registry::crd_resources(obj, ferrometal_crdschema::CostLimits::Enforce)
+            {
                 return Err(ApiError::invalid(&res.target(&name), causes));
             }
             let now = meta::now();

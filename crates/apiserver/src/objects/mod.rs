@@ -4,6 +4,7 @@
 
 mod create;
 mod delete;
+mod list;
 mod patch;
 mod update;
 
@@ -11,6 +12,8 @@ use std::sync::Arc;
 
 use ferrometal_apimachinery::apply;
 use serde_json::{Value, json};
+
+pub use list::{delete_collection, list};
 
 use crate::admission;
 use crate::meta::{self, meta_mut, str_at};
