@@ -1000,10 +1000,23 @@ mod tests {
         write(&store, vec![put("before", 0)]).await;
         let mut revs = store.subscribe();
         // Queue a write, then a slow decision right behind it.
+        let (queued_tx, queued_rx) = std::sync::mpsc::channel::<()>();
         let first = tokio::spawn({
             let store = store.clone();
-            async move { write(&store, vec![put("first", 1)]).await }
+            async move {
+                store
+                    .write(move |_| {
+                        queued_tx.send(()).unwrap();
+                        Ok::<_, StoreError>((vec![put("first", 1)], ()))
+                    })
+                    .await
+                    .unwrap()
+            }
         });
+        // Its decision is queued before the writer lock is free for the slow one.
+        tokio::task::spawn_blocking(move || queued_rx.recv().unwrap())
+            .await
+            .unwrap();
         let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
         let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
         let slow = tokio::spawn({
