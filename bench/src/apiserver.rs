@@ -25,6 +25,59 @@ pub struct Opts {
     pub watchers: usize,
     pub ferrometal: Option<PathBuf>,
     pub keep: bool,
+    /// Act as an RBAC-bound user among this many other bindings (see the CLI help).
+    pub rbac_user: Option<usize>,
+}
+
+/// Binds `edit` in `NS` to user `bench` among `others` unrelated bindings, and returns a client
+/// for `bench` with a client certificate from `ferrometal kubeconfig`.
+async fn rbac_user_client(
+    binary: &std::path::Path,
+    serve: &ServeChild,
+    admin: &kube::Client,
+    others: usize,
+) -> anyhow::Result<kube::Client> {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+    let pp = PostParams::default();
+    let rbs: Api<RoleBinding> = Api::namespaced(admin.clone(), NS);
+    let crbs: Api<ClusterRoleBinding> = Api::all(admin.clone());
+    for i in 0..others {
+        let subject = json!([{"kind": "User", "name": format!("someone-{i}")}]);
+        if i % 2 == 0 {
+            let rb: RoleBinding = serde_json::from_value(json!({
+                "metadata": {"name": format!("other-{i}")},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": subject,
+            }))?;
+            rbs.create(&pp, &rb).await?;
+        } else {
+            let crb: ClusterRoleBinding = serde_json::from_value(json!({
+                "metadata": {"name": format!("other-{i}")},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "subjects": subject,
+            }))?;
+            crbs.create(&pp, &crb).await?;
+        }
+    }
+    let rb: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "bench-edit"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "User", "name": "bench"}],
+    }))?;
+    rbs.create(&pp, &rb).await?;
+    let out = std::process::Command::new(binary)
+        .args(["kubeconfig", "--data-dir"])
+        .arg(&serve.data_dir)
+        .args(["--user", "bench", "--namespace", NS])
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "ferrometal kubeconfig: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kc = kube::config::Kubeconfig::from_yaml(std::str::from_utf8(&out.stdout)?)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
 }
 
 const NS: &str = "default";
@@ -38,7 +91,13 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
     let scratch = Scratch::new("apiserver", o.keep)?;
     let serve = ServeChild::start(&binary, &scratch.path, &["--no-controllers".to_string()])?;
     let pid = serve.pid();
-    let client = serve.client().await?;
+    let mut client = serve.client().await?;
+    if let Some(others) = o.rbac_user {
+        client = rbac_user_client(&binary, &serve, &client, others).await?;
+        say(&format!(
+            "acting as user bench (edit in {NS}) among {others} other bindings"
+        ));
+    }
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     say(&format!(
         "serve --no-controllers pid {pid}; creating {} ConfigMaps, {} at once",

@@ -95,6 +95,13 @@ enum Scenario {
         changes: usize,
         #[arg(long, default_value_t = 10)]
         watchers: usize,
+        /// Run as an ordinary user (a client certificate bound to `edit` in the namespace,
+        /// among BINDINGS other RoleBindings and ClusterRoleBindings) instead of the admin,
+        /// whose `system:masters` group skips RBAC evaluation.
+        #[arg(long)]
+        rbac_user: bool,
+        #[arg(long, default_value_t = 500)]
+        bindings: usize,
     },
     /// The emulator's own capacity (GET/s of a ComputerSystem).
     Emulator {
@@ -162,8 +169,11 @@ async fn main() -> std::process::ExitCode {
             lists,
             changes,
             watchers,
+            rbac_user,
+            bindings,
         } => {
             apiserver::run(apiserver::Opts {
+                rbac_user: rbac_user.then_some(bindings),
                 objects: objects.max(1),
                 concurrency,
                 lists: lists.max(1),

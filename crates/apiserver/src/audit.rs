@@ -67,12 +67,20 @@ fn rotated(path: &Path, i: usize) -> PathBuf {
 }
 
 fn write_loop(path: PathBuf, mut rx: mpsc::Receiver<Entry>) {
-    let mut file = match open_append(&path) {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::error!(error = %e, path = %path.display(), "cannot open the audit log");
-            return;
+    let open = |path: &Path| -> Option<(std::io::BufWriter<std::fs::File>, u64)> {
+        match open_append(path) {
+            Ok(f) => {
+                let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+                Some((std::io::BufWriter::new(f), size))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, path = %path.display(), "cannot open the audit log");
+                None
+            }
         }
+    };
+    let Some((mut file, mut size)) = open(&path) else {
+        return;
     };
     while let Some(e) = rx.blocking_recv() {
         let line = json!({
@@ -87,21 +95,26 @@ fn write_loop(path: PathBuf, mut rx: mpsc::Receiver<Entry>) {
             "name": e.name,
             "path": e.path,
             "code": e.code,
-        });
+        })
+        .to_string();
         if writeln!(file, "{line}").is_err() {
             continue;
         }
-        if file.metadata().map(|m| m.len()).unwrap_or(0) > MAX_FILE_BYTES {
+        size += line.len() as u64 + 1;
+        // Lines are buffered while more are queued; the file is written out as soon as the
+        // queue is empty, so a reader (or a crash) misses at most what is still in flight.
+        if rx.is_empty() {
+            let _ = file.flush();
+        }
+        if size > MAX_FILE_BYTES {
+            let _ = file.flush();
             for i in (1..KEEP).rev() {
                 let _ = std::fs::rename(rotated(&path, i), rotated(&path, i + 1));
             }
             let _ = std::fs::rename(&path, rotated(&path, 1));
-            match open_append(&path) {
-                Ok(f) => file = f,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot reopen the audit log");
-                    return;
-                }
+            match open(&path) {
+                Some((f, s)) => (file, size) = (f, s),
+                None => return,
             }
         }
     }

@@ -253,12 +253,17 @@ async fn hostile_inputs(h: &Http) {
                              "properties": {"names": {"type": "array", "items": {"type": "string"}}}}}}}}]}
     });
     let r = h
-        .json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd)
+        .json(
+            "POST",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            &crd,
+        )
         .await;
     assert_eq!(r.code, 422, "{}", r.body);
     let msg = r.body["message"].as_str().unwrap();
     assert!(
-        msg.contains("estimated rule cost exceeds budget") && msg.contains("x-kubernetes-validations[0].rule"),
+        msg.contains("estimated rule cost exceeds budget")
+            && msg.contains("x-kubernetes-validations[0].rule"),
         "{msg}"
     );
 

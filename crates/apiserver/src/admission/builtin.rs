@@ -62,7 +62,9 @@ pub fn check_builtin_types(
             "{what}: strict decoding error: {list}"
         )));
     }
-    drop_unknown(obj, &decoded);
+    if !unknown.is_empty() {
+        drop_unknown(obj, &decoded);
+    }
     Ok(unknown
         .iter()
         .map(|f| format!("unknown field \"{f}\""))

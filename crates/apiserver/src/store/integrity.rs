@@ -26,30 +26,48 @@ pub const MAX_DEPTH: usize = 100;
 /// in (lists, watch events, tables).
 pub const MAX_STORED_DEPTH: usize = 120;
 
-/// The nesting depth of `v` (a scalar is 1) and the path to its deepest point; iterative so a
-/// hostile value cannot exhaust the stack.
-pub fn depth_of(v: &Value) -> (usize, String) {
-    let mut stack: Vec<(&Value, usize, String)> = vec![(v, 1, String::new())];
-    let mut best = (0, String::new());
-    while let Some((v, d, path)) = stack.pop() {
-        if d > best.0 {
-            best = (d, path.clone());
-        }
+/// The nesting depth of `v` (a scalar is 1); iterative so a hostile value cannot exhaust the
+/// stack, and allocation-free: it runs on every write.
+pub fn depth(v: &Value) -> usize {
+    let mut stack: Vec<(&Value, usize)> = vec![(v, 1)];
+    let mut best = 0;
+    while let Some((v, d)) = stack.pop() {
+        best = best.max(d);
         match v {
-            Value::Object(m) => {
-                for (k, c) in m {
-                    stack.push((c, d + 1, format!("{path}.{k}")));
-                }
-            }
-            Value::Array(a) => {
-                for (i, c) in a.iter().enumerate() {
-                    stack.push((c, d + 1, format!("{path}[{i}]")));
-                }
-            }
+            Value::Object(m) => stack.extend(m.values().map(|c| (c, d + 1))),
+            Value::Array(a) => stack.extend(a.iter().map(|c| (c, d + 1))),
             _ => {}
         }
     }
     best
+}
+
+/// The path to the deepest point of `v` (`spec.a.b[0]`), for the error once [`depth`] is over
+/// a limit.
+fn deepest_path(v: &Value) -> String {
+    let mut path = String::new();
+    let mut cur = v;
+    loop {
+        let next = match cur {
+            Value::Object(m) => m
+                .iter()
+                .max_by_key(|(_, c)| depth(c))
+                .map(|(k, c)| (format!(".{k}"), c)),
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, c)| depth(c))
+                .map(|(i, c)| (format!("[{i}]"), c)),
+            _ => None,
+        };
+        match next {
+            Some((step, c)) if path.len() < 400 => {
+                path.push_str(&step);
+                cur = c;
+            }
+            _ => return path,
+        }
+    }
 }
 
 /// Refuses objects a later read could not handle; see [`MAX_DEPTH`], [`MAX_STORED_DEPTH`] and
@@ -66,7 +84,7 @@ pub(super) fn check_bounds(ops: &[Op]) -> Result<(), StoreError> {
             continue;
         };
         let key = || format!("{resource}/{namespace}/{name}");
-        let (total, total_path) = depth_of(value);
+        let total = depth(value);
         if total <= MAX_DEPTH {
             continue;
         }
@@ -75,11 +93,11 @@ pub(super) fn check_bounds(ops: &[Op]) -> Result<(), StoreError> {
         if let Some(m) = content.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
         }
-        let (depth, path) = depth_of(&content);
-        let (depth, path, limit) = if depth > MAX_DEPTH {
-            (depth, path, MAX_DEPTH)
+        let content_depth = depth(&content);
+        let (depth, path, limit) = if content_depth > MAX_DEPTH {
+            (content_depth, deepest_path(&content), MAX_DEPTH)
         } else if total > MAX_STORED_DEPTH {
-            (total, total_path, MAX_STORED_DEPTH)
+            (total, deepest_path(value), MAX_STORED_DEPTH)
         } else {
             continue;
         };
@@ -110,7 +128,7 @@ pub(super) fn load_row(key: &str, bytes: &[u8]) -> Result<(String, String, Strin
     if !value.is_object() {
         return Err("not a JSON object".into());
     }
-    let (depth, _) = depth_of(&value);
+    let depth = depth(&value);
     if depth > MAX_STORED_DEPTH {
         return Err(format!(
             "nests {depth} levels deep, the limit is {MAX_STORED_DEPTH}"

@@ -17,7 +17,7 @@ use tokio::sync::{Mutex, Notify, oneshot, watch};
 
 mod integrity;
 
-pub use integrity::{CheckReport, MAX_DEPTH, MAX_OBJECT_BYTES, MAX_STORED_DEPTH, check, depth_of};
+pub use integrity::{CheckReport, MAX_DEPTH, MAX_OBJECT_BYTES, MAX_STORED_DEPTH, check, depth};
 use integrity::{check_bounds, load_row, quarantine};
 
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
