@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # The whole test suite: installs the real peers (sushy-tools, ipmi_sim, ipmitool, kubectl and the
-# Python kubernetes client), then runs every Rust test, unit and end-to-end.
+# Python kubernetes client), then runs every Rust test, unit and end-to-end, and finally checks
+# that no process the tests started is still running.
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 bash scripts/setup-debian.sh
 bash scripts/setup-python.sh
 bash scripts/setup-ironic.sh
 export FERROMETAL_VENV="$VENV"
+# Every process the tests start inherits this mark, however it is started and whoever its
+# parent ends up being; it is how the check below finds leftovers.
+run_mark="FERROMETAL_TEST_RUN=$$-$RANDOM$RANDOM"
+export "${run_mark?}"
+status=0
 if command -v cargo-nextest >/dev/null; then
-  cargo nextest run --workspace --no-fail-fast "$@"
+  cargo nextest run --workspace --no-fail-fast "$@" || status=$?
 else
-  cargo test --workspace --no-fail-fast "$@"
+  cargo test --workspace --no-fail-fast "$@" || status=$?
 fi
+bash scripts/leftovers.sh "$run_mark" || status=1
+exit "$status"

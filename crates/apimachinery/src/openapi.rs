@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
+use k8s_openapi::api::authentication::v1 as authentication;
+use k8s_openapi::api::authorization::v1 as authorization;
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::events::v1 as events;
@@ -70,6 +72,48 @@ const BUILTINS: &[(&str, &str, &str, bool, &str)] = &[
         "ServiceAccount",
         true,
         "io.k8s.api.core.v1.ServiceAccount",
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "SubjectAccessReview",
+        false,
+        "io.k8s.api.authorization.v1.SubjectAccessReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        false,
+        "io.k8s.api.authorization.v1.SelfSubjectAccessReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectRulesReview",
+        false,
+        "io.k8s.api.authorization.v1.SelfSubjectRulesReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "LocalSubjectAccessReview",
+        true,
+        "io.k8s.api.authorization.v1.LocalSubjectAccessReview",
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "SelfSubjectReview",
+        false,
+        "io.k8s.api.authentication.v1.SelfSubjectReview",
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "TokenReview",
+        false,
+        "io.k8s.api.authentication.v1.TokenReview",
     ),
     (
         "rbac.authorization.k8s.io",
@@ -140,6 +184,12 @@ fn registry() -> &'static Map<String, Value> {
         generator.subschema_for::<core::Secret>();
         generator.subschema_for::<core::ConfigMap>();
         generator.subschema_for::<core::ServiceAccount>();
+        generator.subschema_for::<authorization::SubjectAccessReview>();
+        generator.subschema_for::<authorization::SelfSubjectAccessReview>();
+        generator.subschema_for::<authorization::SelfSubjectRulesReview>();
+        generator.subschema_for::<authorization::LocalSubjectAccessReview>();
+        generator.subschema_for::<authentication::SelfSubjectReview>();
+        generator.subschema_for::<authentication::TokenReview>();
         generator.subschema_for::<rbac::Role>();
         generator.subschema_for::<rbac::RoleBinding>();
         generator.subschema_for::<rbac::ClusterRole>();

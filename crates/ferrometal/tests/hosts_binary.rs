@@ -343,4 +343,44 @@ fn serve_with_a_supervised_ironic() {
     assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "On");
     // Ironic's files live beside the store.
     assert!(dir.path().join("ironic").is_dir());
+
+    // serve killed with SIGKILL: its Ironic (and Ironic's workers) go too.
+    let marker = dir.path().to_string_lossy().to_string();
+    assert!(!processes_mentioning(&marker).is_empty(), "Ironic runs");
+    let mut s = s;
+    s.kill();
+    let mut left = Vec::new();
+    for _ in 0..600 {
+        left = processes_mentioning(&marker);
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        left.is_empty(),
+        "left running after serve was killed: {left:?}"
+    );
+}
+
+/// (pid, command line) of every process whose command line or standard output mentions
+/// `needle` (Ironic renames its processes, but they all log to a file under the data dir).
+fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&raw).replace('\0', " ");
+        let stdout = std::fs::read_link(entry.path().join("fd/1"))
+            .map(|p| p.to_string_lossy().to_string())
+            .unwrap_or_default();
+        if (cmd.contains(needle) || stdout.contains(needle)) && pid != std::process::id() {
+            out.push((pid, cmd));
+        }
+    }
+    out
 }

@@ -145,6 +145,18 @@ fn users_roles_and_service_accounts_through_kubectl() {
     assert!(list.contains("hostclaims.metal3.io"), "{list}");
     assert!(!list.contains("baremetalhosts"), "{list}");
 
+    // SubjectAccessReview: the admin asks about alice.
+    for (ns, want) in [("tenant-a", "true"), ("infra", "false")] {
+        let sar = format!(
+            "apiVersion: authorization.k8s.io/v1\nkind: SubjectAccessReview\nspec:\n  user: alice\n  groups: [team-a]\n  resourceAttributes: {{namespace: {ns}, verb: get, resource: secrets}}\n"
+        );
+        let o = s.kubectl_stdin(
+            &["create", "-f", "-", "-o", "jsonpath={.status.allowed}"],
+            Some(&sar),
+        );
+        assert_eq!(stdout(&o).trim(), want, "SAR in {ns}: {}", stderr(&o));
+    }
+
     // The admin's view through impersonation; alice may not impersonate.
     let o = s.kubectl(&[
         "auth", "can-i", "get", "secrets", "-n", "infra", "--as", "alice",

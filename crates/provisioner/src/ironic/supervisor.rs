@@ -292,6 +292,32 @@ struct Runner {
     start_timeout: Duration,
 }
 
+/// Asks the kernel to send Ironic SIGTERM when the process that started it dies, however it
+/// dies (`kill -9` included), so it never outlives serve. SIGTERM, not SIGKILL: Ironic's main
+/// process then stops its own workers. The signal follows the spawning thread; spawns happen
+/// on the runtime's worker threads, which live as long as the process.
+fn die_with_parent(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe and touches nothing shared with the parent.
+    unsafe {
+        let parent = std::process::id() as libc::pid_t;
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died between fork and prctl.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other(
+                    "the parent exited before Ironic started",
+                ));
+            }
+            Ok(())
+        });
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}
+
 impl Runner {
     fn spawn(&self) -> Result<Child, SupervisorError> {
         let log = std::fs::OpenOptions::new()
@@ -302,14 +328,15 @@ impl Runner {
         let err = log
             .try_clone()
             .map_err(|e| SupervisorError(format!("{}: {e}", self.log.display())))?;
-        Command::new(&self.program)
-            .arg("--config-file")
+        let mut cmd = Command::new(&self.program);
+        cmd.arg("--config-file")
             .arg(&self.conf)
             .stdin(std::process::Stdio::null())
             .stdout(log)
             .stderr(err)
-            .kill_on_drop(true)
-            .spawn()
+            .kill_on_drop(true);
+        die_with_parent(&mut cmd);
+        cmd.spawn()
             .map_err(|e| SupervisorError(format!("starting {}: {e}", self.program.display())))
     }
 
