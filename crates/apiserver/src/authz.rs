@@ -69,28 +69,16 @@ pub struct RequestAttrs {
 impl RequestAttrs {
     pub fn as_attributes<'a>(&'a self, user: &'a UserInfo) -> Attributes<'a> {
         match &self.resource {
-            Some(p) => Attributes {
+            Some(p) => Attributes::resource(
                 user,
-                verb: &self.verb,
-                resource_request: true,
-                api_group: &p.group,
-                resource: &p.resource,
-                subresource: p.subresource.as_deref().unwrap_or_default(),
-                namespace: request::authz_namespace(p),
-                name: p.name.as_deref().unwrap_or_default(),
-                path: &self.path,
-            },
-            None => Attributes {
-                user,
-                verb: &self.verb,
-                resource_request: false,
-                api_group: "",
-                resource: "",
-                subresource: "",
-                namespace: "",
-                name: "",
-                path: &self.path,
-            },
+                &self.verb,
+                &p.group,
+                &p.resource,
+                p.subresource.as_deref().unwrap_or_default(),
+                request::authz_namespace(p),
+                p.name.as_deref().unwrap_or_default(),
+            ),
+            None => Attributes::non_resource(user, &self.verb, &self.path),
         }
     }
 }
@@ -132,17 +120,9 @@ pub fn allowed(
     name: &str,
 ) -> bool {
     policy
-        .authorize(&Attributes {
-            user,
-            verb,
-            resource_request: true,
-            api_group: group,
-            resource,
-            subresource: "",
-            namespace,
-            name,
-            path: "",
-        })
+        .authorize(&Attributes::resource(
+            user, verb, group, resource, "", namespace, name,
+        ))
         .allowed
 }
 

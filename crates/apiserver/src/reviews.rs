@@ -59,30 +59,22 @@ pub fn answer(
                 }
             }
             let status = if let Some(r) = review.pointer("/spec/resourceAttributes") {
-                let d = policy.authorize(&Attributes {
-                    user: &subject,
-                    verb: str_of(r, "/verb"),
-                    resource_request: true,
-                    api_group: str_of(r, "/group"),
-                    resource: str_of(r, "/resource"),
-                    subresource: str_of(r, "/subresource"),
-                    namespace: str_of(r, "/namespace"),
-                    name: str_of(r, "/name"),
-                    path: "",
-                });
+                let d = policy.authorize(&Attributes::resource(
+                    &subject,
+                    str_of(r, "/verb"),
+                    str_of(r, "/group"),
+                    str_of(r, "/resource"),
+                    str_of(r, "/subresource"),
+                    str_of(r, "/namespace"),
+                    str_of(r, "/name"),
+                ));
                 json!({"allowed": d.allowed, "reason": d.reason})
             } else if let Some(r) = review.pointer("/spec/nonResourceAttributes") {
-                let d = policy.authorize(&Attributes {
-                    user: &subject,
-                    verb: str_of(r, "/verb"),
-                    resource_request: false,
-                    api_group: "",
-                    resource: "",
-                    subresource: "",
-                    namespace: "",
-                    name: "",
-                    path: str_of(r, "/path"),
-                });
+                let d = policy.authorize(&Attributes::non_resource(
+                    &subject,
+                    str_of(r, "/verb"),
+                    str_of(r, "/path"),
+                ));
                 json!({"allowed": d.allowed, "reason": d.reason})
             } else {
                 return Err(ApiError::bad_request(

@@ -36,6 +36,12 @@ pub struct Args {
     /// Serve the API only; run controllers elsewhere with `ferrometal controller`.
     #[arg(long)]
     no_controllers: bool,
+    /// Requests served at once (watches excepted); more get 429 with Retry-After.
+    #[arg(long, default_value_t = 600)]
+    max_requests_inflight: usize,
+    /// Seconds a request (watches excepted) may take before it ends with 504.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    request_timeout: u64,
     #[command(flatten)]
     controllers: crate::controllers::ControllerArgs,
 }
@@ -58,6 +64,8 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     config.tls = args.tls || (!args.no_tls && !args.insecure_no_auth);
     config.auth = !args.insecure_no_auth;
     config.tls_names = args.tls_sans.clone();
+    config.limits.max_in_flight = args.max_requests_inflight.max(1);
+    config.limits.request_timeout = std::time::Duration::from_secs(args.request_timeout);
     let ip = args.listen.ip();
     if !ip.is_unspecified() && !ip.is_loopback() {
         config.tls_names.push(ip.to_string());

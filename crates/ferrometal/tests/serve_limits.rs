@@ -319,6 +319,102 @@ async fn bad_input_is_refused_and_survives_kill_and_restart() {
     assert!(out.contains("0 unreadable, 0 quarantined"), "{out}");
 }
 
+/// Starts a POST whose body never completes: a request that stays in flight.
+async fn stalled_post(s: &Serve) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let token = std::fs::read_to_string(s.dir.join("token")).unwrap();
+    let mut c = tokio::net::TcpStream::connect(("127.0.0.1", s.port))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST {CMS} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{",
+        token.trim()
+    );
+    c.write_all(head.as_bytes()).await.unwrap();
+    c
+}
+
+/// Requests in flight and the request timeout, through serve's flags (plain HTTP on loopback so
+/// a raw socket can hold a request open): 429, then 504, the server serving throughout, and a
+/// kill -9 and restart that keeps everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_limits_answer_429_and_504_and_survive_kill_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let flags = [
+        "--no-controllers",
+        "--no-tls",
+        "--max-requests-inflight",
+        "1",
+        "--request-timeout",
+        "2",
+    ];
+    let mut s = serve(dir.path(), port, &flags);
+    let token = std::fs::read_to_string(s.dir.join("token")).unwrap();
+    let http = reqwest::Client::new();
+    let get = |path: &str| {
+        http.get(format!("http://127.0.0.1:{port}{path}"))
+            .bearer_auth(token.trim())
+            .send()
+    };
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "keep"}, "data": {"a": "b"}});
+    let r = http
+        .post(format!("http://127.0.0.1:{port}{CMS}"))
+        .bearer_auth(token.trim())
+        .json(&cm)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+
+    // One request held open takes the only slot: the next one gets 429 with Retry-After.
+    let mut saw_429 = false;
+    for _ in 0..100 {
+        let held = stalled_post(&s).await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let r = get(CMS).await.unwrap();
+        if r.status().as_u16() == 429 {
+            assert_eq!(r.headers()["retry-after"], "1");
+            saw_429 = true;
+            // The held request ends with 504 once the request timeout passes.
+            let mut held = held;
+            let mut reply = Vec::new();
+            use tokio::io::AsyncReadExt;
+            tokio::time::timeout(
+                std::time::Duration::from_secs(30),
+                held.read_to_end(&mut reply),
+            )
+            .await
+            .expect("the server ended the slow request")
+            .unwrap();
+            let reply = String::from_utf8_lossy(&reply).to_string();
+            assert!(reply.starts_with("HTTP/1.1 504"), "{reply}");
+            break;
+        }
+    }
+    assert!(saw_429, "a held request never filled the only slot");
+    let mut ok = false;
+    for _ in 0..100 {
+        if get(CMS).await.unwrap().status().as_u16() == 200 {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(ok, "serving again once the slot is free");
+
+    s.kill();
+    let s = serve(dir.path(), port, &flags);
+    let token = std::fs::read_to_string(s.dir.join("token")).unwrap();
+    let r = http
+        .get(format!("http://127.0.0.1:{port}{CMS}/keep"))
+        .bearer_auth(token.trim())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupted_row_is_quarantined_and_the_rest_served() {
     let dir = tempfile::tempdir().unwrap();
