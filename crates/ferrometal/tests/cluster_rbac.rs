@@ -6,7 +6,7 @@
 
 mod serve_common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -103,14 +103,6 @@ impl Drop for Run {
     }
 }
 
-fn kubeconfig_with_token(s: &Serve, token: &str) -> PathBuf {
-    let admin = std::fs::read_to_string(&s.kubeconfig).unwrap();
-    let admin_token = std::fs::read_to_string(s.dir.join("token")).unwrap();
-    let path = s.dir.join("controller.kubeconfig");
-    std::fs::write(&path, admin.replace(admin_token.trim(), token)).unwrap();
-    path
-}
-
 async fn start(rbac: &str) -> Run {
     let emu = Emulator::start(
         EmulatorConfig {
@@ -138,7 +130,7 @@ async fn start(rbac: &str) -> Run {
         "ferrometal-system",
         "--duration=2h",
     ]);
-    let kc = kubeconfig_with_token(&serve, token.trim());
+    let kc = serve.token_kubeconfig("controller", token.trim());
     let controller = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
         .args(["controller", "--kubeconfig"])
         .arg(&kc)

@@ -169,6 +169,17 @@ impl Serve {
         path
     }
 
+    /// A kubeconfig like the admin's with `token` (a ServiceAccount's) as the credential,
+    /// written next to it as `kubeconfig-NAME`.
+    pub fn token_kubeconfig(&self, name: &str, token: &str) -> PathBuf {
+        let admin = std::fs::read_to_string(&self.kubeconfig).unwrap();
+        let admin_token = std::fs::read_to_string(self.dir.join("token")).unwrap();
+        assert!(admin.contains(admin_token.trim()));
+        let path = self.dir.join(format!("kubeconfig-{name}"));
+        std::fs::write(&path, admin.replace(admin_token.trim(), token)).unwrap();
+        path
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -5,7 +5,7 @@
 #[path = "serve_common.rs"]
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 
@@ -49,16 +49,6 @@ fn can_i(s: &Serve, kc: &Path, args: &[&str]) -> bool {
         "no" => false,
         other => panic!("can-i {args:?}: {other} {}", stderr(&o)),
     }
-}
-
-/// A kubeconfig like the admin's but with `token` as the credential.
-fn token_kubeconfig(s: &Serve, name: &str, token: &str) -> PathBuf {
-    let admin = std::fs::read_to_string(&s.kubeconfig).unwrap();
-    let admin_token = std::fs::read_to_string(s.dir.join("token")).unwrap();
-    assert!(admin.contains(admin_token.trim()));
-    let path = s.dir.join(format!("kubeconfig-{name}"));
-    std::fs::write(&path, admin.replace(admin_token.trim(), token)).unwrap();
-    path
 }
 
 #[test]
@@ -275,7 +265,7 @@ fn users_roles_and_service_accounts_through_kubectl() {
         "tenant-a",
         "--duration=1h",
     ]);
-    let robot = token_kubeconfig(&s, "robot", token.trim());
+    let robot = s.token_kubeconfig("robot", token.trim());
     let who = ok_as(&s, &robot, &["auth", "whoami"]);
     assert!(
         who.contains("system:serviceaccount:tenant-a:robot"),
@@ -299,14 +289,14 @@ fn users_roles_and_service_accounts_through_kubectl() {
         "tenant-a",
         "--audience=https://vault.example",
     ]);
-    let other = token_kubeconfig(&s, "robot-other", other.trim());
+    let other = s.token_kubeconfig("robot-other", other.trim());
     let e = fails_as(&s, &other, &["get", "configmaps", "-n", "tenant-a"]);
     assert!(e.contains("Unauthorized"), "{e}");
     s.ok(&["delete", "serviceaccount", "robot", "-n", "tenant-a"]);
     let e = fails_as(&s, &robot, &["get", "configmaps", "-n", "tenant-a"]);
     assert!(e.contains("Unauthorized"), "{e}");
     // A forged token (signed by nobody) is refused too.
-    let forged = token_kubeconfig(&s, "forged", "eyJhbGciOiJIUzI1NiJ9.e30.c2ln");
+    let forged = s.token_kubeconfig("forged", "eyJhbGciOiJIUzI1NiJ9.e30.c2ln");
     let e = fails_as(&s, &forged, &["get", "namespaces"]);
     assert!(e.contains("Unauthorized"), "{e}");
 
