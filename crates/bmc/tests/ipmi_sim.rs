@@ -1,12 +1,10 @@
 //! The IPMI client against OpenIPMI's ipmi_sim, checked through the simulated chassis state.
 
-mod common;
-
-use common::IpmiSim;
 use ferrometal_bmc::{
     BmcAddress, BmcError, BmcOptions, BootDevice, BootMode, BootOverride, Credentials, PowerAction,
     PowerState, connect,
 };
+use ferrometal_test_support::peers::IpmiSim;
 
 #[tokio::test]
 async fn power_and_boot_device_against_ipmi_sim() {

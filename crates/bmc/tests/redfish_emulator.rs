@@ -1,17 +1,15 @@
 //! The Redfish client against the project's fleet emulator: the Managers virtual-media layout,
 //! Once boot overrides, sessions, request counting and every injected fault.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::eventually;
 use ferrometal_bmc::{
     AuthMode, Bmc, BmcAddress, BmcError, BmcOptions, BootDevice, BootMode, BootOverride,
     Credentials, PowerAction, PowerState, RequestCounter, connect,
 };
 use ferrometal_emulator::{Emulator, EmulatorConfig, Fault};
+use ferrometal_test_support::peers::eventually;
 
 async fn emulator(config: EmulatorConfig) -> Emulator {
     Emulator::start(config, "127.0.0.1:0".parse().unwrap())

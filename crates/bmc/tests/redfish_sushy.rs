@@ -1,12 +1,10 @@
 //! The Redfish client against sushy-tools, checked on the peer's own view of the system.
 
-mod common;
-
-use common::{FileServer, SUSHY_SYSTEM_0, Sushy, eventually};
 use ferrometal_bmc::{
     AuthMode, BmcAddress, BmcError, BmcOptions, BootDevice, BootMode, BootOverride, Credentials,
     PowerAction, PowerState, connect,
 };
+use ferrometal_test_support::peers::{FileServer, SUSHY_SYSTEM_0, Sushy, eventually};
 
 fn client(
     sushy: &Sushy,

@@ -4,11 +4,6 @@
 //! that the backend can be swapped. The one spec difference: automated cleaning is disabled,
 //! since Ironic cleans with its agent ramdisk, which this environment does not have.
 
-#[path = "../../provisioner/tests/ironic_common/mod.rs"]
-mod ironic_peer;
-#[path = "../../bmc/tests/common/mod.rs"]
-mod peers;
-
 mod stack;
 
 use std::sync::Arc;
@@ -17,7 +12,8 @@ use std::time::Duration;
 use ferrometal_api::annotations as ann;
 use ferrometal_api::{BareMetalHost, OperationalStatus, ProvisioningState as S};
 use ferrometal_provisioner::ironic::{IronicOptions, IronicProvisioner};
-use ironic_peer::Ironic;
+use ferrometal_test_support::ironic::Ironic;
+use ferrometal_test_support::peers;
 use kube::api::DeleteParams;
 use serde_json::json;
 use stack::{Milestone, Stack, operational};

@@ -2,9 +2,6 @@
 //! project's emulator and against sushy-tools, through the embedded API server. Every outcome is
 //! checked on the BMC peer itself, not only in the host's status.
 
-#[path = "../../bmc/tests/common/mod.rs"]
-mod peers;
-
 mod stack;
 
 use std::sync::Arc;
@@ -15,6 +12,7 @@ use ferrometal_api::{BareMetalHost, ErrorType, OperationalStatus, ProvisioningSt
 use ferrometal_bmc::RequestCounter;
 use ferrometal_emulator::{Emulator, EmulatorConfig, Fault};
 use ferrometal_provisioner::redfish::{RedfishOptions, RedfishProvisioner};
+use ferrometal_test_support::peers;
 use kube::api::DeleteParams;
 use serde_json::json;
 use stack::{Milestone, Stack, operational};

@@ -1,13 +1,10 @@
 //! `ferrometal bmc` as a user runs it, against sushy-tools, the emulator and ipmi_sim; and the
 //! rule that a BMC password never shows in output, logs, errors or the process list.
 
-#[path = "../../bmc/tests/common/mod.rs"]
-mod common;
-
 use std::process::{Command, Output, Stdio};
 
-use common::{IpmiSim, SUSHY_SYSTEM_0, Sushy, TempDir};
 use ferrometal_emulator::{Emulator, EmulatorConfig};
+use ferrometal_test_support::peers::{self, IpmiSim, SUSHY_SYSTEM_0, Sushy, TempDir};
 
 struct Cli {
     dir: TempDir,
@@ -70,7 +67,7 @@ fn bmc_cli_against_sushy_tools() {
         sushy.system(SUSHY_SYSTEM_0)["Boot"]["BootSourceOverrideTarget"],
         "Pxe"
     );
-    let files = common::FileServer::start();
+    let files = peers::FileServer::start();
     let url = files.url("live.iso");
     let out = cli.ok(&address, &["media", "insert", &url]);
     assert!(out.contains("media.inserted: true"), "{out}");

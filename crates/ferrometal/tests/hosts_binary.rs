@@ -294,8 +294,7 @@ fn demo_exits_with_every_host_where_expected() {
     assert!(stdout.contains("kubectl --kubeconfig"), "{stdout}");
 }
 
-#[path = "../../bmc/tests/common/mod.rs"]
-mod peers;
+use ferrometal_test_support::peers;
 
 /// `serve --provisioner ironic` starts and supervises its own Ironic (from the project venv) and
 /// drives a sushy-tools host through it to available and a live ISO.

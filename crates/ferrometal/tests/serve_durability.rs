@@ -1,18 +1,17 @@
 //! Every acknowledged write survives SIGKILL of `ferrometal serve`, and the revision never goes
 //! backwards across restarts.
 
-#[path = "serve_common.rs"]
-mod common;
+mod serve_common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use rand::Rng;
+use serve_common::*;
 
 async fn client_for(srv: &Serve) -> Client {
     let kc = kube::config::Kubeconfig::read_from(&srv.kubeconfig).unwrap();

@@ -1,13 +1,12 @@
 //! kubectl against `ferrometal serve`, using the kubeconfig the server writes.
 
-#[path = "serve_common.rs"]
-mod common;
+mod serve_common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use serve_common::*;
 
 const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1

@@ -2,11 +2,10 @@
 //! the server keeps serving, a kill -9 and restart on the same data directory succeeds with
 //! every earlier object intact, and a store with an unreadable row still starts.
 
-#[path = "serve_common.rs"]
-mod common;
+mod serve_common;
 
-use common::*;
 use serde_json::{Value, json};
+use serve_common::*;
 
 struct Http {
     client: reqwest::Client,

@@ -2,12 +2,11 @@
 //! minted client-certificate kubeconfigs, ServiceAccount tokens, the project's roles, the 403
 //! texts, `auth can-i` / `whoami`, impersonation, escalation prevention and the audit log.
 
-#[path = "serve_common.rs"]
-mod common;
+mod serve_common;
 
 use std::path::Path;
 
-use common::*;
+use serve_common::*;
 
 fn stdout(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).to_string()

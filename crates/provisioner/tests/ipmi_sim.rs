@@ -1,12 +1,8 @@
 //! The redfish backend's handling of IPMI hosts, against OpenIPMI's ipmi_sim: power and boot
 //! management work, image provisioning is refused with a clear error.
 
-#[path = "../../bmc/tests/common/mod.rs"]
-mod common;
-
 use std::time::Duration;
 
-use common::IpmiSim;
 use ferrometal_api::annotations::Operation;
 use ferrometal_api::{AutomatedCleaningMode, Image, ImageFormat, InspectionMode};
 use ferrometal_bmc::{BmcAddress, Credentials, PowerState};
@@ -14,6 +10,7 @@ use ferrometal_provisioner::redfish::{RedfishOptions, RedfishProvisioner};
 use ferrometal_provisioner::{
     Deployment, ErrorKind, HostInfo, PowerOffMode, Provisioner, ProvisionerError, Step,
 };
+use ferrometal_test_support::peers::IpmiSim;
 
 fn host(sim: &IpmiSim, password: &str) -> HostInfo {
     HostInfo {

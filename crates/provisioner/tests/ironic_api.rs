@@ -2,18 +2,14 @@
 //! capacity, readiness, and API errors that name their cause. Uses Ironic's fake-hardware
 //! driver, whose direct deploys wait for an agent that never calls back (a stable busy state).
 
-#[path = "../../bmc/tests/common/mod.rs"]
-mod common;
-mod ironic_common;
-
 use std::time::Duration;
 
-use common::FileServer;
 use ferrometal_api::{AutomatedCleaningMode, InspectionMode};
 use ferrometal_bmc::{BmcAddress, Credentials};
 use ferrometal_provisioner::ironic::{IronicEndpoint, IronicOptions, IronicProvisioner};
 use ferrometal_provisioner::{ErrorKind, HostInfo, Provisioner};
-use ironic_common::{Ironic, PASSWORD, USER};
+use ferrometal_test_support::ironic::{Ironic, PASSWORD, USER};
+use ferrometal_test_support::peers::FileServer;
 use serde_json::{Value, json};
 
 async fn call(ironic: &Ironic, method: reqwest::Method, path: &str, body: Value) -> Value {

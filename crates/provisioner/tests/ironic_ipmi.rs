@@ -1,20 +1,16 @@
 //! The ironic backend's IPMI driver against OpenIPMI's ipmi_sim: registration and power on/off
 //! through a real Ironic, observed in the simulator's chassis files.
 
-#[path = "../../bmc/tests/common/mod.rs"]
-mod common;
-#[macro_use]
-mod ironic_common;
-
 use std::time::Duration;
 
-use common::IpmiSim;
 use ferrometal_api::annotations::Operation;
 use ferrometal_api::{AutomatedCleaningMode, Image, ImageFormat, InspectionMode};
 use ferrometal_bmc::{BmcAddress, Credentials, PowerState};
 use ferrometal_provisioner::ironic::{IronicOptions, IronicProvisioner};
 use ferrometal_provisioner::{Deployment, ErrorKind, HostInfo, PowerOffMode, Provisioner};
-use ironic_common::Ironic;
+use ferrometal_test_support::done;
+use ferrometal_test_support::ironic::Ironic;
+use ferrometal_test_support::peers::IpmiSim;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipmi_register_and_power_through_ironic() {

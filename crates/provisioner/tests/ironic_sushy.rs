@@ -1,19 +1,15 @@
 //! The ironic backend against a real standalone Ironic (PyPI) driving sushy-tools with its
 //! redfish driver. Outcomes are checked on sushy-tools and in Ironic, not only in the answers.
 
-#[path = "../../bmc/tests/common/mod.rs"]
-mod common;
-#[macro_use]
-mod ironic_common;
-
 use std::time::Duration;
 
-use common::{FileServer, SUSHY_SYSTEM_0, Sushy};
 use ferrometal_api::{AutomatedCleaningMode, Image, ImageFormat, InspectionMode};
 use ferrometal_bmc::{BmcAddress, Credentials, PowerState};
 use ferrometal_provisioner::ironic::{IronicOptions, IronicProvisioner};
 use ferrometal_provisioner::{Deployment, ErrorKind, HostInfo, Provisioner, Step};
-use ironic_common::Ironic;
+use ferrometal_test_support::done;
+use ferrometal_test_support::ironic::Ironic;
+use ferrometal_test_support::peers::{FileServer, SUSHY_SYSTEM_0, Sushy};
 
 const SYSTEM_1: &str = "00000000-0000-4000-8000-000000000001";
 

@@ -1,11 +1,7 @@
 //! The redfish backend against sushy-tools (fake driver), checked on the peer's own view.
 
-#[path = "../../bmc/tests/common/mod.rs"]
-mod common;
-
 use std::time::Duration;
 
-use common::{FileServer, SUSHY_SYSTEM_0, Sushy};
 use ferrometal_api::annotations::Operation;
 use ferrometal_api::{AutomatedCleaningMode, Image, ImageFormat, InspectionMode};
 use ferrometal_bmc::{BmcAddress, Credentials, PowerState};
@@ -13,6 +9,7 @@ use ferrometal_provisioner::redfish::{RedfishOptions, RedfishProvisioner};
 use ferrometal_provisioner::{
     Deployment, ErrorKind, HostInfo, PowerOffMode, Provisioner, ProvisionerError, Step,
 };
+use ferrometal_test_support::peers::{self, FileServer, SUSHY_SYSTEM_0, Sushy};
 
 fn options() -> RedfishOptions {
     RedfishOptions {
@@ -147,7 +144,7 @@ async fn provision_power_and_operations_against_sushy_tools() {
         (Operation::ForceOff, "Off"),
     ] {
         assert_eq!(p.operation(&h, op).await.unwrap(), Step::Done(()), "{op:?}");
-        common::eventually(&format!("{op:?} lands as {expect}"), || {
+        peers::eventually(&format!("{op:?} lands as {expect}"), || {
             peer_power(&sushy) == expect
         })
         .await;

@@ -17,15 +17,13 @@ use ferrometal_provisioner::{
     Deployment, ErrorKind, HostInfo, PowerOffMode, Provisioner, ProvisionerError, Registration,
     Result, Step,
 };
+use ferrometal_test_support::poll;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-
-#[path = "../poll/mod.rs"]
-mod poll;
 
 /// The fixture answers at once: 20 ms polls, 30 s at most.
 const PATIENCE: poll::Patience = poll::Patience {

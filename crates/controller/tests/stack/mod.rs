@@ -1,6 +1,5 @@
 //! The controllers with a real backend on the in-process API server, and the end-to-end
-//! scenario every backend must pass (the swap-the-provisioner proof). Test files using it also
-//! declare `mod peers` (crates/bmc/tests/common).
+//! scenario every backend must pass (the swap-the-provisioner proof).
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -11,16 +10,12 @@ use ferrometal_api::{BareMetalHost, ErrorType, OperationalStatus, ProvisioningSt
 use ferrometal_apiserver::{ApiServer, ServerConfig};
 use ferrometal_controller::ControllerConfig;
 use ferrometal_provisioner::Provisioner;
+use ferrometal_test_support::{peers, poll};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-
-use super::peers;
-
-#[path = "../poll/mod.rs"]
-mod poll;
 
 /// Real backends take seconds per step (Ironic): 50 ms polls, 2 minutes at most.
 const PATIENCE: poll::Patience = poll::Patience {

@@ -1,5 +1,6 @@
-//! Runs `ferrometal serve` as a child process on a free loopback port.
-#![allow(dead_code)]
+//! Runs `ferrometal serve` as a child process on a free loopback port. The binary's path comes
+//! from the caller: only the `ferrometal` crate's own tests know it
+//! (`env!("CARGO_BIN_EXE_ferrometal")`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -7,6 +8,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 pub struct Serve {
+    /// The `ferrometal` binary this server runs, also used for `ferrometal kubeconfig`.
+    pub bin: PathBuf,
     pub child: Child,
     pub dir: PathBuf,
     pub port: u16,
@@ -22,13 +25,14 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Starts the server and waits until it printed its kubeconfig path and accepts connections.
-pub fn serve(dir: &Path, port: u16, extra: &[&str]) -> Serve {
+/// Starts the server (`bin`, the `ferrometal` binary) and waits until it printed its kubeconfig
+/// path and accepts connections.
+pub fn serve(bin: &Path, dir: &Path, port: u16, extra: &[&str]) -> Serve {
     let mut last_err = String::new();
     std::fs::create_dir_all(dir).unwrap();
     // The port may still be held by a previous, killed instance for a moment.
     for _ in 0..50 {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
+        let mut child = Command::new(bin)
             .args(["serve", "--data-dir"])
             .arg(dir)
             .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -66,6 +70,7 @@ pub fn serve(dir: &Path, port: u16, extra: &[&str]) -> Serve {
         match (kubeconfig, url) {
             (Some(kubeconfig), Some(url)) => {
                 return Serve {
+                    bin: bin.to_path_buf(),
                     child,
                     dir: dir.to_path_buf(),
                     port,
@@ -148,7 +153,7 @@ impl Serve {
     /// A kubeconfig for `user` in `groups` minted by `ferrometal kubeconfig`, written next to
     /// the admin's.
     pub fn user_kubeconfig(&self, user: &str, groups: &[&str], namespace: &str) -> PathBuf {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrometal"));
+        let mut cmd = Command::new(&self.bin);
         cmd.args(["kubeconfig", "--data-dir"]).arg(&self.dir).args([
             "--user",
             user,

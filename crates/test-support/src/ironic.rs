@@ -1,6 +1,5 @@
 //! A real standalone Ironic for tests, started through `scripts/ironic.sh` on 127.0.0.1 with a
 //! fresh state directory and HTTP basic auth. A peer that cannot start fails the test.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -115,19 +114,19 @@ impl Drop for Ironic {
 }
 
 /// Calls a provisioner step until `Done`; any error fails the test. Bounded, never timed.
-#[allow(unused_macros)]
+#[macro_export]
 macro_rules! done {
     ($what:expr, $call:expr) => {{
         let mut rounds = 0;
         loop {
             match $call.await {
-                Ok(::ferrometal_provisioner::Step::Done(v)) => break v,
-                Ok(::ferrometal_provisioner::Step::Waiting { .. }) => {}
+                Ok($crate::__macro_support::Step::Done(v)) => break v,
+                Ok($crate::__macro_support::Step::Waiting { .. }) => {}
                 Err(e) => panic!("{}: {e:?}", $what),
             }
             rounds += 1;
             assert!(rounds < 900, "{} never finished", $what);
-            tokio::time::sleep(::std::time::Duration::from_millis(200)).await;
+            $crate::__macro_support::sleep(::std::time::Duration::from_millis(200)).await;
         }
     }};
 }

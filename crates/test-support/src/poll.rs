@@ -1,6 +1,5 @@
-//! Bounded polling of hosts and their Events through the API, shared by the fixture harness
-//! (tests/common) and the real-backend stack (tests/stack), which differ only in patience.
-#![allow(dead_code)]
+//! Bounded polling of hosts and their Events through the API, shared by the controller's fixture
+//! harness (tests/common) and real-backend stack (tests/stack), which differ only in patience.
 
 use std::time::Duration;
 

@@ -1,6 +1,5 @@
 //! Real peers for the BMC client tests, started through the project's scripts on 127.0.0.1
 //! with fresh state. A peer that cannot start fails the test: nothing is skipped.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -8,6 +7,12 @@ use std::time::{Duration, Instant};
 
 /// A fresh directory removed on drop.
 pub struct TempDir(tempfile::TempDir);
+
+impl Default for TempDir {
+    fn default() -> TempDir {
+        TempDir::new()
+    }
+}
 
 impl TempDir {
     pub fn new() -> TempDir {

@@ -1,0 +1,16 @@
+//! `ferrometal serve` as a child process (ferrometal_test_support::serve) with this crate's
+//! binary, which only its own tests can name.
+
+use std::path::Path;
+
+pub use ferrometal_test_support::serve::*;
+
+/// Starts this crate's `ferrometal serve` and waits until it accepts connections.
+pub fn serve(dir: &Path, port: u16, extra: &[&str]) -> Serve {
+    ferrometal_test_support::serve::serve(
+        Path::new(env!("CARGO_BIN_EXE_ferrometal")),
+        dir,
+        port,
+        extra,
+    )
+}
