@@ -2,9 +2,14 @@
 //! and CRD generation. No I/O and no client: the controllers, the CLI and tests share it.
 
 pub mod annotations;
+pub mod claim;
 pub mod hardware;
 pub mod host;
 
+pub use claim::{
+    HostClaim, HostClaimNamespaces, HostClaimSpec, HostClaimStatus, HostDeployPolicy,
+    HostDeployPolicySpec, HostSelector, HostSelectorRequirement, NameValuePair, NamespacedRef,
+};
 pub use hardware::*;
 pub use host::*;
 
@@ -13,7 +18,12 @@ use kube::CustomResourceExt;
 
 /// Every CRD ferrometal serves, in the order they should be applied.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![BareMetalHost::crd(), HardwareData::crd()]
+    vec![
+        BareMetalHost::crd(),
+        HardwareData::crd(),
+        HostClaim::crd(),
+        HostDeployPolicy::crd(),
+    ]
 }
 
 /// The CRDs as one multi-document YAML stream, as written to `deploy/crds/`.
