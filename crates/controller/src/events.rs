@@ -56,10 +56,18 @@ impl EventPublisher {
     }
 
     pub async fn publish(&self, host: &BareMetalHost, events: &[HostEvent]) {
+        self.publish_about(host, events).await
+    }
+
+    /// Events about any object (a host, a claim).
+    pub async fn publish_about<K>(&self, object: &K, events: &[HostEvent])
+    where
+        K: Resource<DynamicType = ()>,
+    {
         if events.is_empty() {
             return;
         }
-        let mut regarding = host.object_ref(&());
+        let mut regarding = object.object_ref(&());
         // Without the resourceVersion a repeated Event (a retry) folds into a series instead of
         // piling up as new objects.
         regarding.resource_version = None;

@@ -1,4 +1,4 @@
-//! Reconcilers for BareMetalHost and HardwareData.
+//! Reconcilers for BareMetalHost (with its HardwareData) and HostClaim.
 //!
 //! [`run`] starts the host controller against any Kubernetes API (the embedded server or a
 //! cluster) and returns once its shutdown future resolves:
@@ -26,6 +26,7 @@
 //! changed (status merge patch, annotation removals, finalizer, Events, HardwareData).
 //! [`metrics_text`] renders the Prometheus metrics for a `/metrics` endpoint.
 
+pub mod claim;
 pub mod config;
 pub mod context;
 pub mod events;
@@ -83,9 +84,24 @@ fn hosts_using(hosts: &Store<BareMetalHost>, secret: &Secret) -> Vec<ObjectRef<B
         .collect()
 }
 
-/// Runs the host controller until `shutdown` resolves, then finishes the reconciles in flight
-/// and returns.
+/// Runs the host and claim controllers until `shutdown` resolves, then finishes the
+/// reconciles in flight and returns.
 pub async fn run(
+    client: kube::Client,
+    provisioner: Arc<dyn Provisioner>,
+    config: ControllerConfig,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
+    use futures::FutureExt;
+    let shutdown = shutdown.shared();
+    let claims = claim::run(client.clone(), config.clone(), shutdown.clone());
+    let hosts = run_hosts(client, provisioner, config, shutdown);
+    let (hosts, claims) = tokio::join!(hosts, claims);
+    hosts.and(claims)
+}
+
+/// Runs the host controller until `shutdown` resolves.
+pub async fn run_hosts(
     client: kube::Client,
     provisioner: Arc<dyn Provisioner>,
     config: ControllerConfig,

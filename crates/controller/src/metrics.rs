@@ -24,6 +24,9 @@ pub struct Metrics {
     pub reconcile_errors: Family<CategoryLabels, Counter>,
     pub hosts: Family<StateLabels, Gauge>,
     pub reconcile_duration: Histogram,
+    pub claim_reconciles: Counter,
+    /// Hosts bound to HostClaims (each successful binding).
+    pub claims_bound: Counter,
     registry: Registry,
 }
 
@@ -54,7 +57,21 @@ impl Metrics {
             "Time spent in one BareMetalHost reconcile",
             reconcile_duration.clone(),
         );
+        let claim_reconciles = Counter::default();
+        let claims_bound = Counter::default();
+        registry.register(
+            "claim_reconciles",
+            "HostClaim reconciles",
+            claim_reconciles.clone(),
+        );
+        registry.register(
+            "claim_bindings",
+            "Hosts bound to HostClaims",
+            claims_bound.clone(),
+        );
         Metrics {
+            claim_reconciles,
+            claims_bound,
             reconciles,
             reconcile_errors,
             hosts,

@@ -1,6 +1,6 @@
 //! Least privilege for cluster mode, proven: deploy/rbac.yaml applied to `serve
 //! --no-controllers`, then `ferrometal controller` with a token of its ServiceAccount drives the
-//! host lifecycle to the end. Then each verb of its ClusterRole is dropped in turn, and the
+//! host lifecycle and a tenant's HostClaim to the end. Then each verb of its ClusterRole is dropped in turn, and the
 //! same scenario is shown to need it: the server's audit log records the controller's request
 //! for exactly that verb being refused.
 
@@ -106,7 +106,7 @@ impl Drop for Run {
 async fn start(rbac: &str) -> Run {
     let emu = Emulator::start(
         EmulatorConfig {
-            systems: 2,
+            systems: 3,
             power_delay: Duration::from_millis(200),
             ..Default::default()
         },
@@ -163,10 +163,31 @@ fn hosts(emu: &Emulator) -> String {
     format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: bmc, namespace: default}}\nstringData: {{username: admin, password: password}}\n---\n\
          apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: h0, namespace: default}}\nspec:\n  online: false\n  bmc: {{address: \"{}\", credentialsName: bmc}}\n---\n\
-         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: broken, namespace: default}}\nspec:\n  online: false\n  bmc: {{address: \"{}\", credentialsName: bmc}}\n",
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: broken, namespace: default}}\nspec:\n  online: false\n  bmc: {{address: \"{}\", credentialsName: bmc}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: lent, namespace: default, labels: {{pool: tenants}}}}\nspec:\n  online: false\n  bmc: {{address: \"{}\", credentialsName: bmc}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: HostDeployPolicy\nmetadata: {{name: lend, namespace: default}}\nspec: {{hostClaimNamespaces: {{names: [tenant]}}}}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata: {{name: tenant}}\n",
         addr(0),
-        addr(1)
+        addr(1),
+        addr(2)
     )
+}
+
+/// A tenant's claim for the lent host, with user data.
+const CLAIM: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: web-ud, namespace: tenant}\nstringData: {userData: \"#cloud-config\"}\n---\n\
+apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {name: web, namespace: tenant}\nspec:\n  poweredOn: true\n  hostSelector: {matchLabels: {pool: tenants}}\n  userData: {name: web-ud}\n  image: {url: \"http://127.0.0.1:1/claimed.iso\", format: live-iso}\n";
+
+fn claim_condition(s: &Serve, t: &str) -> String {
+    let o = s.kubectl(&[
+        "get",
+        "hostclaim",
+        "web",
+        "-n",
+        "tenant",
+        "-o",
+        &format!("jsonpath={{.status.conditions[?(@.type==\"{t}\")].status}}"),
+    ]);
+    String::from_utf8_lossy(&o.stdout).to_string()
 }
 
 /// The controller's requests in the audit log: (group, resource[/sub], verb, code).
@@ -254,6 +275,27 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
             })),
         ),
         (
+            "a tenant's claim provisioned on the lent host",
+            Box::new(|| claim_condition(s, "Provisioned") == "True"),
+            Some(Box::new(|| {
+                let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(CLAIM));
+                assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+                true
+            })),
+        ),
+        (
+            "the claim released: its host available again",
+            Box::new(|| {
+                !s.ok(&["get", "hostclaims", "-n", "tenant", "-o", "name"])
+                    .contains("web")
+                    && state(s, "lent") == "available"
+            }),
+            Some(Box::new(|| {
+                s.ok(&["delete", "hostclaim", "web", "-n", "tenant", "--wait=false"]);
+                true
+            })),
+        ),
+        (
             "h0 deleted",
             Box::new(|| {
                 !s.ok(&["get", "bmh", "-o", "name"])
@@ -303,6 +345,13 @@ async fn the_controller_needs_exactly_its_cluster_role() {
         "provisioned through the BMC: {:?}",
         bmc.actions
     );
+    let lent = run.emu.state(2);
+    assert!(
+        lent.actions.iter().any(|a| a.contains("InsertMedia")),
+        "the claim provisioned its host through the BMC: {:?}",
+        lent.actions
+    );
+    assert!(!lent.virtual_media.inserted, "released: deprovisioned");
     let refused: Vec<_> = controller_requests(&run.serve.dir)
         .into_iter()
         .filter(|r| r.3 == 403)

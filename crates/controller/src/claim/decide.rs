@@ -1,0 +1,533 @@
+//! What a claim asks of its host, what the claim's status says, and the next release step.
+//! Pure: the reconciler reads, calls these, and writes what they return.
+
+use std::collections::BTreeSet;
+
+use ferrometal_api::annotations as ann;
+use ferrometal_api::claim::conditions as c;
+use ferrometal_api::{
+    BareMetalHost, Condition, HostClaim, NamespacedRef, OperationalStatus, ProvisioningState,
+};
+use kube::ResourceExt;
+use serde_json::{Map, Value, json};
+
+/// On the host: the claim's resourceVersion whose one-shot annotations (reboot, operation) were
+/// forwarded, so a crash between forwarding and removing them from the claim never repeats them.
+pub const FORWARDED: &str = "hostclaim.ferrometal.io/forwarded";
+/// On the host: the keyed reboot annotations mirrored from the claim (comma-separated), so the
+/// ones the tenant removes are removed, and nobody else's are touched.
+pub const MIRRORED_REBOOTS: &str = "hostclaim.ferrometal.io/reboot-keys";
+/// On data Secret copies: `<namespace>/<name>` of the claim they were copied for.
+pub const COPY_LABEL: &str = "hostclaim.ferrometal.io/claim-namespace";
+pub const COPY_NAME_LABEL: &str = "hostclaim.ferrometal.io/claim-name";
+
+/// Annotations acted on once and then removed from the claim.
+const ONE_SHOT: [&str; 2] = [ann::REBOOT, ann::OPERATION];
+
+/// The three data Secrets a claim can carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataKind {
+    UserData,
+    NetworkData,
+    MetaData,
+}
+
+impl DataKind {
+    pub const ALL: [DataKind; 3] = [
+        DataKind::UserData,
+        DataKind::NetworkData,
+        DataKind::MetaData,
+    ];
+
+    pub fn field(self) -> &'static str {
+        match self {
+            DataKind::UserData => "userData",
+            DataKind::NetworkData => "networkData",
+            DataKind::MetaData => "metaData",
+        }
+    }
+
+    /// The copy's name in the host's namespace.
+    pub fn copy_name(self, host: &str) -> String {
+        let suffix = match self {
+            DataKind::UserData => "userdata",
+            DataKind::NetworkData => "networkdata",
+            DataKind::MetaData => "metadata",
+        };
+        format!("{host}-{suffix}")
+    }
+
+    pub fn failure_reason(self) -> &'static str {
+        match self {
+            DataKind::UserData => c::USER_DATA_SYNC_FAILURE,
+            DataKind::NetworkData => c::NETWORK_DATA_SYNC_FAILURE,
+            DataKind::MetaData => c::META_DATA_SYNC_FAILURE,
+        }
+    }
+
+    /// The Secret the claim names for this kind (its namespace defaults to the claim's).
+    pub fn source(self, claim: &HostClaim) -> Option<(String, String)> {
+        let r = match self {
+            DataKind::UserData => claim.spec.user_data.as_ref(),
+            DataKind::NetworkData => claim.spec.network_data.as_ref(),
+            DataKind::MetaData => claim.spec.meta_data.as_ref(),
+        }?;
+        let name = r.name.clone().filter(|n| !n.is_empty())?;
+        let ns = r
+            .namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| claim.namespace().unwrap_or_default());
+        Some((ns, name))
+    }
+}
+
+/// Whether the claim's data reached the host's namespace.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DataSync {
+    /// Kinds whose copy is current.
+    pub copied: Vec<DataKind>,
+    /// The first failure: (kind, message for the tenant).
+    pub failed: Option<(DataKind, String)>,
+}
+
+pub fn is_paused(claim: &HostClaim) -> bool {
+    claim.annotations().contains_key(ann::PAUSED)
+}
+
+/// The claim's token for forwarded one-shot annotations.
+pub fn forward_token(claim: &HostClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.uid().unwrap_or_default(),
+        claim.resource_version().unwrap_or_default()
+    )
+}
+
+/// What to change on the bound host (a merge patch), and the one-shot annotations that are
+/// already on the host and can now be removed from the claim.
+#[derive(Debug, Default, PartialEq)]
+pub struct HostSync {
+    pub patch: Option<Value>,
+    pub remove_from_claim: Vec<String>,
+}
+
+fn keyed_reboots(map: &std::collections::BTreeMap<String, String>) -> BTreeSet<String> {
+    map.keys()
+        .filter(|k| k.starts_with(ann::REBOOT_PREFIX))
+        .cloned()
+        .collect()
+}
+
+/// The host as the claim wants it: image, custom deploy, power, data Secrets (the copies, once
+/// they are all current), pause, and the claim's reboot and operation annotations.
+pub fn host_sync(claim: &HostClaim, host: &BareMetalHost, data: &DataSync) -> HostSync {
+    let mut spec = Map::new();
+    let mut annotations = Map::new();
+    let mut out = HostSync::default();
+    let host_ns = host.namespace().unwrap_or_default();
+    let host_name = host.name_any();
+    let host_ann = host.annotations();
+    let claim_ann = claim.annotations();
+
+    // Pause first: a paused claim changes nothing else on its host.
+    let paused_by_claim =
+        host_ann.get(ann::PAUSED).map(String::as_str) == Some(ann::PAUSED_BY_HOSTCLAIM);
+    if is_paused(claim) {
+        if !host_ann.contains_key(ann::PAUSED) {
+            annotations.insert(ann::PAUSED.into(), ann::PAUSED_BY_HOSTCLAIM.into());
+        }
+    } else {
+        if paused_by_claim {
+            annotations.insert(ann::PAUSED.into(), Value::Null);
+        }
+        if host.spec.online != claim.spec.powered_on {
+            spec.insert("online".into(), claim.spec.powered_on.into());
+        }
+        // Provisioning waits until every data Secret is copied: a host must never boot an
+        // image without the user data its tenant gave it.
+        if data.failed.is_none() {
+            let want_image = serde_json::to_value(&claim.spec.image).unwrap_or(Value::Null);
+            if serde_json::to_value(&host.spec.image).unwrap_or(Value::Null) != want_image {
+                spec.insert("image".into(), want_image);
+            }
+            let want_deploy =
+                serde_json::to_value(&claim.spec.custom_deploy).unwrap_or(Value::Null);
+            if serde_json::to_value(&host.spec.custom_deploy).unwrap_or(Value::Null) != want_deploy
+            {
+                spec.insert("customDeploy".into(), want_deploy);
+            }
+            for kind in DataKind::ALL {
+                let want = if data.copied.contains(&kind) {
+                    Some((host_ns.clone(), kind.copy_name(&host_name)))
+                } else {
+                    None
+                };
+                let have = match kind {
+                    DataKind::UserData => host.spec.user_data.as_ref(),
+                    DataKind::NetworkData => host.spec.network_data.as_ref(),
+                    DataKind::MetaData => host.spec.meta_data.as_ref(),
+                }
+                .and_then(|r| Some((r.namespace.clone().unwrap_or_default(), r.name.clone()?)));
+                if want != have {
+                    spec.insert(
+                        kind.field().into(),
+                        want.map_or(
+                            Value::Null,
+                            |(ns, name)| json!({"namespace": ns, "name": name}),
+                        ),
+                    );
+                }
+            }
+        }
+        // One-shot annotations: forwarded once per claim version, then removed from the claim.
+        let token = forward_token(claim);
+        let already = host_ann.get(FORWARDED) == Some(&token);
+        for key in ONE_SHOT {
+            if let Some(value) = claim_ann.get(key) {
+                if !already {
+                    annotations.insert(key.into(), value.clone().into());
+                }
+                out.remove_from_claim.push(key.to_string());
+            }
+        }
+        if !out.remove_from_claim.is_empty() && !already {
+            annotations.insert(FORWARDED.into(), token.into());
+        }
+        // Keyed reboots are held as long as the tenant holds them.
+        let want = keyed_reboots(claim_ann);
+        let mirrored: BTreeSet<String> = host_ann
+            .get(MIRRORED_REBOOTS)
+            .map(|v| {
+                v.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for key in &want {
+            if host_ann.get(key) != claim_ann.get(key) {
+                annotations.insert(key.clone(), claim_ann[key].clone().into());
+            }
+        }
+        for key in mirrored.difference(&want) {
+            if host_ann.contains_key(key) {
+                annotations.insert(key.clone(), Value::Null);
+            }
+        }
+        if want != mirrored {
+            let list: Vec<_> = want.iter().map(String::as_str).collect();
+            annotations.insert(
+                MIRRORED_REBOOTS.into(),
+                if list.is_empty() {
+                    Value::Null
+                } else {
+                    list.join(",").into()
+                },
+            );
+        }
+    }
+    let mut patch = Map::new();
+    if !spec.is_empty() {
+        patch.insert("spec".into(), spec.into());
+    }
+    if !annotations.is_empty() {
+        patch.insert("metadata".into(), json!({"annotations": annotations}));
+    }
+    if !patch.is_empty() {
+        out.patch = Some(patch.into());
+    }
+    out
+}
+
+/// How the bound host stands, as the claim sees it.
+#[derive(Clone, Copy, Debug)]
+pub enum Binding<'a> {
+    /// No host yet; the message says why none was bound.
+    None,
+    Bound(&'a BareMetalHost),
+    /// The host the claim had is gone or detached (never silently replaced).
+    Missing {
+        detached: bool,
+    },
+}
+
+fn condition(type_: &str, ok: bool, reason: &str, message: impl Into<String>) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: None,
+        observed_generation: None,
+    }
+}
+
+/// Why the host's provisioning is or is not done, in words that name no infrastructure.
+fn provisioned(claim: &HostClaim, host: &BareMetalHost) -> Condition {
+    let state = host.state();
+    let status = host.status.clone().unwrap_or_default();
+    let wants_image = claim.spec.image.is_some() || claim.spec.custom_deploy.is_some();
+    if let Some(t) = status.error_type {
+        return condition(
+            c::PROVISIONED,
+            false,
+            "HostError",
+            format!(
+                "the host reports a {} (the infrastructure team is told)",
+                t.as_str()
+            ),
+        );
+    }
+    match state {
+        ProvisioningState::Provisioned | ProvisioningState::ExternallyProvisioned
+            if wants_image =>
+        {
+            let same = status.provisioning.image == claim.spec.image
+                && status.provisioning.custom_deploy == claim.spec.custom_deploy;
+            if same || state == ProvisioningState::ExternallyProvisioned {
+                condition(c::PROVISIONED, true, "Provisioned", "")
+            } else {
+                condition(
+                    c::PROVISIONED,
+                    false,
+                    "ImageChanged",
+                    "the host runs another image; remove spec.image to deprovision it first",
+                )
+            }
+        }
+        _ if !wants_image => condition(
+            c::PROVISIONED,
+            false,
+            "NoImage",
+            format!("no image requested; the host is {}", state_words(state)),
+        ),
+        _ => condition(
+            c::PROVISIONED,
+            false,
+            "Provisioning",
+            format!("the host is {}", state_words(state)),
+        ),
+    }
+}
+
+fn state_words(state: ProvisioningState) -> &'static str {
+    match state {
+        ProvisioningState::Provisioning => "provisioning",
+        ProvisioningState::Provisioned => "provisioned",
+        ProvisioningState::Deprovisioning => "deprovisioning",
+        ProvisioningState::Available | ProvisioningState::Ready => "available",
+        ProvisioningState::Preparing => "preparing",
+        ProvisioningState::Inspecting => "inspecting",
+        ProvisioningState::Registering => "registering",
+        ProvisioningState::PoweringOffBeforeDelete | ProvisioningState::Deleting => "being deleted",
+        _ => "not ready",
+    }
+}
+
+/// The claim's status for what was observed. `no_host` explains an unbound claim;
+/// `sync_error` is a failure writing to the host. Transition times are kept where the status
+/// did not change.
+pub struct StatusInput<'a> {
+    pub claim: &'a HostClaim,
+    pub binding: Binding<'a>,
+    pub no_host: &'a str,
+    pub data: &'a DataSync,
+    pub sync_error: Option<&'a str>,
+    pub deleting: Option<&'a str>,
+    pub hardware_data: Option<NamespacedRef>,
+    pub now: &'a str,
+}
+
+pub fn status(input: StatusInput<'_>) -> ferrometal_api::HostClaimStatus {
+    let claim = input.claim;
+    let old = claim.status.clone().unwrap_or_default();
+    let mut conds = Vec::new();
+    let mut powered_on = false;
+    let mut bare_metal_host = old.bare_metal_host.clone();
+    match input.binding {
+        Binding::None => {
+            conds.push(condition(
+                c::ASSOCIATED,
+                false,
+                c::NO_BARE_METAL_HOST,
+                input.no_host,
+            ));
+            bare_metal_host = None;
+        }
+        Binding::Missing { detached } => {
+            conds.push(condition(
+                c::ASSOCIATED,
+                false,
+                c::MISSING_BARE_METAL_HOST,
+                if detached {
+                    "the host serving this claim was detached by the infrastructure team"
+                } else {
+                    "the host serving this claim was removed; delete the claim to claim another"
+                },
+            ));
+            conds.push(condition(
+                c::SYNCHRONIZED,
+                false,
+                c::BARE_METAL_HOST_NOT_SYNCHRONIZED,
+                "no host to synchronize with",
+            ));
+            conds.push(condition(
+                c::PROVISIONED,
+                false,
+                c::MISSING_BARE_METAL_HOST,
+                "",
+            ));
+        }
+        Binding::Bound(host) => {
+            bare_metal_host = Some(NamespacedRef {
+                namespace: host.namespace().unwrap_or_default(),
+                name: host.name_any(),
+            });
+            conds.push(condition(
+                c::ASSOCIATED,
+                true,
+                c::BARE_METAL_HOST_ASSOCIATED,
+                "",
+            ));
+            let sync = if is_paused(claim) {
+                condition(
+                    c::SYNCHRONIZED,
+                    false,
+                    c::HOST_PAUSED,
+                    "the claim is paused",
+                )
+            } else if let Some((kind, msg)) = &input.data.failed {
+                condition(c::SYNCHRONIZED, false, kind.failure_reason(), msg.clone())
+            } else if let Some(e) = input.sync_error {
+                condition(
+                    c::SYNCHRONIZED,
+                    false,
+                    c::BARE_METAL_HOST_NOT_SYNCHRONIZED,
+                    e,
+                )
+            } else {
+                condition(c::SYNCHRONIZED, true, c::CONFIGURATION_SYNCED, "")
+            };
+            conds.push(sync);
+            conds.push(provisioned(claim, host));
+            powered_on = host.status.as_ref().is_some_and(|s| s.powered_on);
+        }
+    }
+    if let Some(msg) = input.deleting {
+        conds[0] = condition(c::ASSOCIATED, false, c::HOST_CLAIM_DELETING, msg);
+    }
+    // Ready summarises the others, as metal3's summary condition does.
+    let first_false = conds.iter().find(|c| c.status != "True").cloned();
+    let all_three = conds.len() == 3;
+    conds.push(match first_false {
+        Some(f) => condition(c::READY, false, &f.reason, f.message),
+        None if all_three => condition(c::READY, true, "Ready", ""),
+        None => condition(c::READY, false, "Unknown", ""),
+    });
+    for cond in &mut conds {
+        let prev = old.condition(&cond.type_);
+        cond.last_transition_time = match prev {
+            Some(p) if p.status == cond.status => p.last_transition_time.clone(),
+            _ => Some(input.now.to_string()),
+        };
+        cond.observed_generation = claim.metadata.generation;
+    }
+    let mut st = ferrometal_api::HostClaimStatus {
+        last_updated: old.last_updated.clone(),
+        conditions: conds,
+        bare_metal_host,
+        hardware_data: input.hardware_data,
+        powered_on,
+    };
+    if st != old {
+        st.last_updated = Some(input.now.to_string());
+    }
+    st
+}
+
+/// The next step of releasing a host from a deleted claim.
+#[derive(Debug, PartialEq)]
+pub enum Release {
+    /// Take the workload off the host (a merge patch); deprovisioning follows.
+    Deprovision(Value),
+    /// Wait for the host to become available again.
+    Wait(String),
+    /// Free the host (a merge patch clearing consumerRef and our bookkeeping).
+    Free(Value),
+    /// Nothing left on the host.
+    Done,
+}
+
+fn cleared_annotations(host: &BareMetalHost) -> Map<String, Value> {
+    let mut a = Map::new();
+    let h = host.annotations();
+    if h.get(ann::PAUSED).map(String::as_str) == Some(ann::PAUSED_BY_HOSTCLAIM) {
+        a.insert(ann::PAUSED.into(), Value::Null);
+    }
+    for key in [FORWARDED, MIRRORED_REBOOTS] {
+        if h.contains_key(key) {
+            a.insert(key.into(), Value::Null);
+        }
+    }
+    if let Some(list) = h.get(MIRRORED_REBOOTS) {
+        for key in list.split(',').filter(|k| !k.is_empty()) {
+            if h.contains_key(key) {
+                a.insert(key.into(), Value::Null);
+            }
+        }
+    }
+    a
+}
+
+pub fn release(host: &BareMetalHost) -> Release {
+    let s = &host.spec;
+    let detached = host.annotations().contains_key(ann::DETACHED)
+        || host
+            .status
+            .as_ref()
+            .is_some_and(|st| st.operational_status == OperationalStatus::Detached);
+    let workload = s.image.is_some()
+        || s.custom_deploy.is_some()
+        || s.user_data.is_some()
+        || s.network_data.is_some()
+        || s.meta_data.is_some();
+    let annotations = cleared_annotations(host);
+    if workload || s.online {
+        let mut patch = json!({"spec": {
+            "image": null, "customDeploy": null, "userData": null,
+            "networkData": null, "metaData": null, "online": false,
+        }});
+        // The host's pause by the claim must go, or it would never deprovision.
+        if annotations.contains_key(ann::PAUSED) {
+            patch["metadata"] = json!({"annotations": {ann::PAUSED: null}});
+        }
+        return Release::Deprovision(patch);
+    }
+    let state = host.state();
+    let settled = matches!(
+        state,
+        ProvisioningState::Available
+            | ProvisioningState::Ready
+            | ProvisioningState::ExternallyProvisioned
+            | ProvisioningState::Unmanaged
+    );
+    if !settled && !detached && host.metadata.deletion_timestamp.is_none() {
+        return Release::Wait(format!(
+            "waiting for the host to finish deprovisioning (it is {})",
+            state_words(state)
+        ));
+    }
+    if host.spec.consumer_ref.is_some() || !annotations.is_empty() {
+        let mut patch = json!({"spec": {"consumerRef": null}});
+        if !annotations.is_empty() {
+            patch["metadata"] = json!({"annotations": annotations});
+        }
+        return Release::Free(patch);
+    }
+    Release::Done
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

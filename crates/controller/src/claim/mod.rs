@@ -1,0 +1,211 @@
+//! The HostClaim reconciler: read → decide (pure: [`select`], [`decide`]) → apply
+//! ([`reconcile`]).
+//!
+//! A claim binds one available host its namespace may use (HostDeployPolicy), copies its data
+//! Secrets next to the host, drives the host's image, power, reboots and operations, reports
+//! the host's progress back without naming any infrastructure, and releases the host when it
+//! is deleted. Every wake-up is watch-driven: hosts, policies, namespaces, Secrets and
+//! HardwareData map to the claims they concern.
+
+pub mod decide;
+pub mod reconcile;
+pub mod select;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ferrometal_api::{BareMetalHost, HardwareData, HostClaim, HostDeployPolicy};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::Api;
+use kube::runtime::controller::{Config, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Resource, ResourceExt};
+
+use crate::config::ControllerConfig;
+use crate::events::EventPublisher;
+
+pub struct ClaimContext {
+    pub client: kube::Client,
+    pub config: ControllerConfig,
+    pub events: EventPublisher,
+    pub hosts: Store<BareMetalHost>,
+    pub claims: Store<HostClaim>,
+    pub policies: Store<HostDeployPolicy>,
+    pub namespaces: Store<Namespace>,
+    /// Hosts bound by this process whose binding the host cache may not show yet.
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+/// (host namespace, host name) bound, and when.
+type Pending = ((String, String), Instant);
+
+/// How long a binding may stay invisible in the host cache before it is presumed undone.
+const PENDING_FOR: Duration = Duration::from_secs(10);
+
+impl ClaimContext {
+    pub fn pending(&self, claim: &str) -> Option<(String, String)> {
+        let mut p = self.pending.lock().unwrap();
+        match p.get(claim) {
+            Some((host, at)) if at.elapsed() < PENDING_FOR => Some(host.clone()),
+            Some(_) => {
+                p.remove(claim);
+                None
+            }
+            None => None,
+        }
+    }
+
+    pub fn set_pending(&self, claim: &str, host: Option<(String, String)>) {
+        let mut p = self.pending.lock().unwrap();
+        match host {
+            Some(h) => p.insert(claim.to_string(), (h, Instant::now())),
+            None => p.remove(claim),
+        };
+    }
+}
+
+/// Claims not bound to any host (they may bind when hosts, policies or namespaces change).
+fn waiting(claims: &Store<HostClaim>, namespace: Option<&str>) -> Vec<ObjectRef<HostClaim>> {
+    claims
+        .state()
+        .iter()
+        .filter(|c| c.meta().deletion_timestamp.is_none())
+        .filter(|c| {
+            c.status
+                .as_ref()
+                .is_none_or(|s| s.bare_metal_host.is_none())
+        })
+        .filter(|c| namespace.is_none_or(|ns| c.namespace().as_deref() == Some(ns)))
+        .map(|c| ObjectRef::from_obj(c.as_ref()))
+        .collect()
+}
+
+fn claim_ref(namespace: &str, name: &str) -> ObjectRef<HostClaim> {
+    ObjectRef::new(name).within(namespace)
+}
+
+/// Runs the claim controller until `shutdown` resolves.
+pub async fn run(
+    client: kube::Client,
+    config: ControllerConfig,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> anyhow::Result<()> {
+    let (hosts, host_writer) = reflector::store();
+    let host_stream = watcher(
+        Api::<BareMetalHost>::all(client.clone()),
+        Default::default(),
+    )
+    .default_backoff()
+    // Claims need the host's spec, state and labels; inspection data is the bulk of a
+    // host and is read from HardwareData when copied.
+    .modify(|h: &mut BareMetalHost| {
+        h.managed_fields_mut().clear();
+        if let Some(s) = h.status.as_mut() {
+            s.hardware = None;
+            s.operation_history = Default::default();
+        }
+    })
+    .reflect(host_writer)
+    .touched_objects();
+    let (policies, policy_writer) = reflector::store();
+    let policy_stream = watcher(
+        Api::<HostDeployPolicy>::all(client.clone()),
+        Default::default(),
+    )
+    .default_backoff()
+    .reflect(policy_writer)
+    .touched_objects();
+    let (namespaces, ns_writer) = reflector::store();
+    let ns_stream = watcher(Api::<Namespace>::all(client.clone()), Default::default())
+        .default_backoff()
+        .modify(|n: &mut Namespace| n.managed_fields_mut().clear())
+        .reflect(ns_writer)
+        .touched_objects();
+    let secret_stream = watcher(Api::<Secret>::all(client.clone()), Default::default())
+        .default_backoff()
+        .touched_objects();
+    let hd_stream = watcher(Api::<HardwareData>::all(client.clone()), Default::default())
+        .default_backoff()
+        .touched_objects();
+
+    let (claims, claim_writer) = reflector::store();
+    let claim_stream = watcher(Api::<HostClaim>::all(client.clone()), Default::default())
+        .default_backoff()
+        .modify(|c: &mut HostClaim| c.managed_fields_mut().clear())
+        .reflect(claim_writer)
+        .touched_objects();
+
+    let ctx = Arc::new(ClaimContext {
+        events: EventPublisher::new(client.clone(), config.reporter.clone()),
+        client,
+        config: config.clone(),
+        hosts: hosts.clone(),
+        claims: claims.clone(),
+        policies,
+        namespaces,
+        pending: Mutex::default(),
+    });
+    let (c1, c2, c3, c4) = (
+        claims.clone(),
+        claims.clone(),
+        claims.clone(),
+        claims.clone(),
+    );
+    let hosts_for_hd = hosts.clone();
+    tracing::info!("claim controller starting");
+    Controller::for_stream(claim_stream, claims)
+        .watches_stream(host_stream, move |host: BareMetalHost| {
+            tracing::debug!(host = %host.name_any(), claim = ?select::claim_of(&host), "host event");
+            if let Some((ns, name)) = select::claim_of(&host) {
+                return vec![claim_ref(&ns, &name)];
+            }
+            if select::unavailable(&host).is_none() {
+                return waiting(&c1, None);
+            }
+            Vec::new()
+        })
+        .watches_stream(policy_stream, move |_p: HostDeployPolicy| {
+            waiting(&c2, None)
+        })
+        .watches_stream(ns_stream, move |ns: Namespace| {
+            waiting(&c3, Some(&ns.name_any()))
+        })
+        .watches_stream(secret_stream, move |s: Secret| {
+            let ns = s.namespace().unwrap_or_default();
+            let name = s.name_any();
+            c4.state()
+                .iter()
+                .filter(|c| {
+                    decide::DataKind::ALL
+                        .iter()
+                        .any(|k| k.source(c) == Some((ns.clone(), name.clone())))
+                })
+                .map(|c| ObjectRef::from_obj(c.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .watches_stream(hd_stream, move |hd: HardwareData| {
+            // The host's own HardwareData: its claim copies it.
+            let key = ObjectRef::<BareMetalHost>::new(&hd.name_any())
+                .within(&hd.namespace().unwrap_or_default());
+            hosts_for_hd
+                .get(&key)
+                .and_then(|h| select::claim_of(&h))
+                .map(|(ns, name)| vec![claim_ref(&ns, &name)])
+                .unwrap_or_default()
+        })
+        .with_config(Config::default().concurrency(config.concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "claim controller");
+            }
+        })
+        .await;
+    tracing::info!("claim controller stopped");
+    Ok(())
+}

@@ -1,0 +1,425 @@
+//! Multi-tenancy from the tenant's chair: `ferrometal serve` with the project's Redfish
+//! emulator behind two hosts in `infra`, and a tenant who holds only a minted kubeconfig bound
+//! to `ferrometal-tenant` in `tenant-a`. The tenant runs the whole flow with kubectl (claim,
+//! provision, power off and on, reboot, release), every outcome is checked on the BMC, the
+//! tenant is refused everything of the infrastructure, and nothing the tenant can read names a
+//! BMC address, a credentials Secret or a password.
+
+mod serve_common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use ferrometal_emulator::{Emulator, EmulatorConfig};
+use serde_json::Value;
+use serve_common::{Serve, free_port, serve};
+
+const PASSWORD: &str = "s3cret-bmc-pw-7431";
+const CREDENTIALS: &str = "rack7-bmc-credentials";
+const ISO: &str = "http://127.0.0.1:1/tenant-live.iso";
+
+fn out(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn as_tenant(s: &Serve, kc: &Path, args: &[&str]) -> String {
+    let o = s.kubectl_with(kc, args, None);
+    assert!(o.status.success(), "tenant kubectl {args:?}: {}", out(&o));
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn tenant_refused(s: &Serve, kc: &Path, args: &[&str]) {
+    let o = s.kubectl_with(kc, args, None);
+    assert!(
+        !o.status.success(),
+        "tenant was allowed {args:?}: {}",
+        out(&o)
+    );
+    assert!(
+        out(&o).contains("Forbidden") || out(&o).contains("forbidden"),
+        "{args:?}: {}",
+        out(&o)
+    );
+}
+
+fn claim_json(s: &Serve, kc: &Path, ns: &str, name: &str) -> Value {
+    serde_json::from_str(&as_tenant(
+        s,
+        kc,
+        &["get", "hostclaim", name, "-n", ns, "-o", "json"],
+    ))
+    .unwrap()
+}
+
+fn condition(claim: &Value, t: &str) -> (String, String, String) {
+    claim["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or("").to_string(),
+                c["reason"].as_str().unwrap_or("").to_string(),
+                c["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .unwrap_or_default()
+}
+
+fn wait(what: &str, s: &Serve, mut ok: impl FnMut() -> bool) {
+    for _ in 0..600 {
+        if ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!(
+        "never: {what}\n{}",
+        std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default()
+    );
+}
+
+fn count(actions: &[String], needles: &[&str]) -> usize {
+    actions
+        .iter()
+        .filter(|a| needles.iter().any(|n| a.contains(n)))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure() {
+    let emu = Emulator::start(
+        EmulatorConfig {
+            systems: 2,
+            power_delay: Duration::from_millis(200),
+            username: "admin".into(),
+            password: PASSWORD.into(),
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(
+        dir.path(),
+        free_port(),
+        &[
+            "--power-poll-interval",
+            "2",
+            "--error-backoff",
+            "1",
+            "--bmc-timeout",
+            "3",
+        ],
+    );
+    let address = |i| {
+        emu.system_url(i)
+            .replace("http://", "redfish-virtualmedia+http://")
+    };
+    let bmc_authority = emu
+        .system_url(0)
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let infra = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: infra}}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata: {{name: tenant-a}}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata: {{name: tenant-b}}\n---\n\
+         apiVersion: v1\nkind: Secret\nmetadata: {{name: {CREDENTIALS}, namespace: infra}}\nstringData: {{username: admin, password: {PASSWORD}}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: bm-0, namespace: infra, labels: {{pool: web}}}}\nspec:\n  online: false\n  bmc: {{address: \"{}\", credentialsName: {CREDENTIALS}}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: bm-1, namespace: infra, labels: {{pool: web}}}}\nspec:\n  online: false\n  bmc: {{address: \"{}\", credentialsName: {CREDENTIALS}}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: HostDeployPolicy\nmetadata: {{name: lend-to-tenants, namespace: infra}}\nspec: {{hostClaimNamespaces: {{names: [tenant-a]}}}}\n",
+        address(0),
+        address(1)
+    );
+    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&infra));
+    assert!(o.status.success(), "{}", out(&o));
+    s.ok(&[
+        "create",
+        "rolebinding",
+        "alice-tenant",
+        "-n",
+        "tenant-a",
+        "--clusterrole=ferrometal-tenant",
+        "--user=alice",
+    ]);
+    let alice = s.user_kubeconfig("alice", &[], "tenant-a");
+    wait("both hosts available", &s, || {
+        let states = s.ok(&[
+            "get",
+            "bmh",
+            "-n",
+            "infra",
+            "-o",
+            "jsonpath={.items[*].status.provisioning.state}",
+        ]);
+        states.trim() == "available available"
+    });
+
+    // The tenant's flow, with nothing but its kubeconfig.
+    let claim = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: web-ud}}\nstringData: {{userData: \"#cloud-config\\nhostname: web\\n\"}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: web}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: web}}}}\n  userData: {{name: web-ud}}\n  image: {{url: \"{ISO}\", format: live-iso}}\n"
+    );
+    let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&claim));
+    assert!(o.status.success(), "{}", out(&o));
+    wait("the claim provisioned and ready", &s, || {
+        let c = claim_json(&s, &alice, "tenant-a", "web");
+        condition(&c, "Provisioned").0 == "True" && condition(&c, "Ready").0 == "True"
+    });
+    let c = claim_json(&s, &alice, "tenant-a", "web");
+    let host = c["status"]["bareMetalHost"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let i: usize = host.trim_start_matches("bm-").parse().unwrap();
+    let other = 1 - i;
+    let bmc = emu.state(i);
+    assert!(bmc.virtual_media.inserted, "{:?}", bmc.actions);
+    assert_eq!(bmc.virtual_media.image.as_deref(), Some(ISO));
+    assert_eq!(bmc.power_state.as_str(), "On");
+    assert_eq!(c["status"]["poweredOn"], true);
+    let table = as_tenant(&s, &alice, &["get", "hostclaims"]);
+    assert!(
+        table.contains("ASSOCIATED") && table.contains("True"),
+        "{table}"
+    );
+    // The inspection data, readable in the tenant's own namespace.
+    let hd = as_tenant(&s, &alice, &["get", "hardwaredata", "web", "-o", "json"]);
+    assert!(hd.contains("\"hardware\""), "{hd}");
+
+    // Power off and on through the claim, observed on the BMC.
+    as_tenant(
+        &s,
+        &alice,
+        &[
+            "patch",
+            "hostclaim",
+            "web",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"poweredOn":false}}"#,
+        ],
+    );
+    wait("the BMC powered off", &s, || {
+        emu.state(i).power_state.as_str() == "Off"
+    });
+    wait("the claim reports power off", &s, || {
+        claim_json(&s, &alice, "tenant-a", "web")["status"]["poweredOn"] != true
+    });
+    as_tenant(
+        &s,
+        &alice,
+        &[
+            "patch",
+            "hostclaim",
+            "web",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"poweredOn":true}}"#,
+        ],
+    );
+    wait("the BMC powered on", &s, || {
+        emu.state(i).power_state.as_str() == "On"
+    });
+    // (A reboot of a host still seen as off is a no-op, as in metal3: wait until it is seen on.)
+    wait("the claim reports power on", &s, || {
+        claim_json(&s, &alice, "tenant-a", "web")["status"]["poweredOn"] == true
+    });
+
+    // A reboot: one more power-off on the BMC, then on again.
+    let offs = |a: &[String]| count(a, &["ForceOff", "GracefulShutdown"]);
+    let before = offs(&emu.state(i).actions);
+    as_tenant(
+        &s,
+        &alice,
+        &["annotate", "hostclaim", "web", "reboot.metal3.io="],
+    );
+    wait("the reboot powered off once", &s, || {
+        offs(&emu.state(i).actions) == before + 1
+    });
+    wait("back on after the reboot", &s, || {
+        emu.state(i).power_state.as_str() == "On"
+    });
+    wait("the reboot request consumed", &s, || {
+        claim_json(&s, &alice, "tenant-a", "web")["metadata"]["annotations"]
+            .get("reboot.metal3.io")
+            .is_none()
+    });
+    assert_eq!(
+        offs(&emu.state(i).actions),
+        before + 1,
+        "rebooted exactly once"
+    );
+
+    // A claim naming the BMC credentials Secret of another namespace gets nothing copied.
+    let sneaky = format!(
+        "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: sneaky}}\nspec:\n  hostSelector: {{matchLabels: {{pool: web}}}}\n  userData: {{name: {CREDENTIALS}, namespace: infra}}\n  image: {{url: \"{ISO}\", format: live-iso}}\n"
+    );
+    let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&sneaky));
+    assert!(o.status.success(), "{}", out(&o));
+    wait("the cross-namespace Secret refused", &s, || {
+        let (st, reason, _) = condition(
+            &claim_json(&s, &alice, "tenant-a", "sneaky"),
+            "Synchronized",
+        );
+        st == "False" && reason == "UserDataSecretSyncFailure"
+    });
+    let copies = s.ok(&["get", "secrets", "-n", "infra", "-o", "name"]);
+    assert!(
+        !copies.contains(&format!("bm-{other}-userdata")),
+        "{copies}"
+    );
+    let other_host: Value = serde_json::from_str(&s.ok(&[
+        "get",
+        "bmh",
+        &format!("bm-{other}"),
+        "-n",
+        "infra",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert!(
+        other_host["spec"]["image"].is_null(),
+        "no image without its user data"
+    );
+    assert!(!emu.state(other).virtual_media.inserted);
+
+    // A claim from a namespace no policy admits never binds, and says why.
+    let o = s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        Some("apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {name: stray, namespace: tenant-b}\nspec: {hostSelector: {matchLabels: {pool: web}}}\n"),
+    );
+    assert!(o.status.success(), "{}", out(&o));
+    wait("the stray claim explains itself", &s, || {
+        let c: Value = serde_json::from_str(&s.ok(&[
+            "get",
+            "hostclaim",
+            "stray",
+            "-n",
+            "tenant-b",
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        let (st, reason, msg) = condition(&c, "Associated");
+        st == "False"
+            && reason == "NoBareMetalHost"
+            && msg.contains("no HostDeployPolicy admits claims from namespace tenant-b")
+    });
+
+    // Refused: the infrastructure and other tenants; `auth can-i` agrees.
+    for args in [
+        &["get", "bmh", "-n", "infra"][..],
+        &["get", "secrets", "-n", "infra"],
+        &["get", "secret", CREDENTIALS, "-n", "infra"],
+        &["get", "hardwaredata", "-n", "infra"],
+        &["get", "hostdeploypolicies", "-n", "infra"],
+        &["get", "hostclaims", "-n", "tenant-b"],
+        &["get", "bmh", "-A"],
+        &[
+            "patch",
+            "hostclaim",
+            "web",
+            "--subresource",
+            "status",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"poweredOn":false}}"#,
+        ],
+    ] {
+        tenant_refused(&s, &alice, args);
+    }
+    let can_i = |args: &[&str]| {
+        let mut all = vec!["auth", "can-i"];
+        all.extend_from_slice(args);
+        s.kubectl_with(&alice, &all, None).stdout == b"yes\n"
+    };
+    assert!(can_i(&["create", "hostclaims", "-n", "tenant-a"]));
+    assert!(can_i(&["get", "hardwaredata", "-n", "tenant-a"]));
+    assert!(!can_i(&["get", "baremetalhosts", "-n", "infra"]));
+    assert!(!can_i(&["get", "secrets", "-n", "infra"]));
+    assert!(!can_i(&["create", "hostclaims", "-n", "tenant-b"]));
+
+    // Everything the tenant can read, searched for the BMC's address, the credentials Secret's
+    // name and its password.
+    let mut readable = String::new();
+    for args in [
+        &[
+            "get",
+            "hostclaims,secrets,hardwaredata,events",
+            "-o",
+            "json",
+        ][..],
+        &["get", "events.events.k8s.io", "-o", "json"],
+        &["describe", "hostclaims"],
+        &["get", "hostclaims", "-o", "wide"],
+    ] {
+        readable.push_str(&as_tenant(&s, &alice, args));
+    }
+    assert!(
+        readable.contains("BareMetalHostAssociated"),
+        "the search saw the claims"
+    );
+    for secret in [bmc_authority.as_str(), PASSWORD, "redfish"] {
+        assert!(!readable.contains(secret), "the tenant can read {secret:?}");
+    }
+    // The credentials Secret's name appears only where the tenant wrote it itself (the sneaky
+    // claim's spec), never in anything the system wrote.
+    let claims: Value =
+        serde_json::from_str(&as_tenant(&s, &alice, &["get", "hostclaims", "-o", "json"])).unwrap();
+    for c in claims["items"].as_array().unwrap() {
+        assert!(
+            !c["status"].to_string().contains(CREDENTIALS),
+            "{}",
+            c["status"]
+        );
+    }
+    let events = as_tenant(&s, &alice, &["get", "events.events.k8s.io", "-o", "json"]);
+    assert!(
+        !events.contains(CREDENTIALS) && !events.contains("infra/"),
+        "{events}"
+    );
+
+    // Release: the tenant deletes its claims; the host is deprovisioned and free again.
+    as_tenant(
+        &s,
+        &alice,
+        &[
+            "delete",
+            "hostclaim",
+            "sneaky",
+            "web",
+            "--wait=true",
+            "--timeout=120s",
+        ],
+    );
+    let h: Value =
+        serde_json::from_str(&s.ok(&["get", "bmh", &host, "-n", "infra", "-o", "json"])).unwrap();
+    assert_eq!(h["status"]["provisioning"]["state"], "available", "{h}");
+    assert!(
+        h["spec"]["consumerRef"].is_null() && h["spec"]["image"].is_null(),
+        "{h}"
+    );
+    assert!(
+        !emu.state(i).virtual_media.inserted,
+        "deprovisioned on the BMC"
+    );
+    let copies = s.ok(&["get", "secrets", "-n", "infra", "-o", "name"]);
+    assert!(!copies.contains("userdata"), "copies deleted: {copies}");
+    wait("the HardwareData copy collected with its claim", &s, || {
+        as_tenant(&s, &alice, &["get", "hardwaredata", "-o", "name"])
+            .trim()
+            .is_empty()
+    });
+}
