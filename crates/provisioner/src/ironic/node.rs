@@ -312,6 +312,11 @@ fn structured(text: &str) -> Value {
 /// A configdrive Ironic builds itself (API ≥ 1.56): user data as given, network data and
 /// metadata as objects, with the identifying metadata metal3 adds.
 pub fn configdrive(host: &HostInfo, node_uuid: &str, deployment: &Deployment) -> Option<Value> {
+    // As metal3: a live ISO gets no config drive. Ironic would attach it as a second virtual
+    // medium, which much hardware (and sushy-tools) cannot take, failing the deploy.
+    if deployment.image.as_ref().is_some_and(|i| i.is_live_iso()) {
+        return None;
+    }
     if deployment.user_data.is_none()
         && deployment.network_data.is_none()
         && deployment.meta_data.is_none()
@@ -497,7 +502,7 @@ fn as_i64_loose(v: &Value) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrometal_api::{CustomDeploy, Image, InspectionMode};
+    use ferrometal_api::{CustomDeploy, Image, ImageFormat, InspectionMode};
     use ferrometal_bmc::{BmcAddress, Credentials};
 
     fn host(address: &str) -> HostInfo {
@@ -678,6 +683,19 @@ mod tests {
         };
         let drive = configdrive(&h, "u-1", &d).unwrap();
         assert_eq!(drive["user_data"], "#cloud-config\n");
+        let live = Deployment {
+            image: Some(Image {
+                url: "http://x/live.iso".into(),
+                format: Some(ImageFormat::LiveIso),
+                ..Default::default()
+            }),
+            ..d.clone()
+        };
+        assert_eq!(
+            configdrive(&h, "u-1", &live),
+            None,
+            "no config drive for a live ISO"
+        );
         assert_eq!(drive["network_data"], json!({"links": []}));
         assert_eq!(drive["meta_data"]["role"], "worker");
         assert_eq!(drive["meta_data"]["uuid"], "u-1");
