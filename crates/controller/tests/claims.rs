@@ -263,7 +263,13 @@ fn copy_value(s: &Secret) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_provisions_syncs_reports_and_releases() {
-    let h = Harness::start(FixtureProvisioner::new().with_call_log(true)).await;
+    let h = Harness::start(
+        FixtureProvisioner::new()
+            .with_call_log(true)
+            // One call per power-off, so calls count power-offs.
+            .with_waits(Method::PowerOff, 0),
+    )
+    .await;
     let client = h.client.clone();
     namespace(&client, TENANT, json!({"tier": "gold"})).await;
 
@@ -406,6 +412,7 @@ async fn a_claim_provisions_syncs_reports_and_releases() {
             && !x.annotations().contains_key("reboot.metal3.io")
     })
     .await;
+    assert_eq!(power_offs(), offs_before + 1, "rebooted exactly once");
     wait_claim(&client, TENANT, "web", "reboot annotation consumed", |c| {
         !c.annotations().contains_key("reboot.metal3.io")
     })

@@ -61,6 +61,12 @@ async fn full_lifecycle_on_sushy_tools_through_ironic() {
                 assert_eq!(ironic.state("default~node").as_deref(), Some("active"));
             }
             Milestone::Deleted => assert!(ironic.node("default~node").is_none()),
+            Milestone::ClaimProvisioned => {
+                assert_eq!(ironic.state("default~lent").as_deref(), Some("active"));
+            }
+            Milestone::ClaimReleased => {
+                assert_eq!(ironic.state("default~lent").as_deref(), Some("available"));
+            }
         },
     )
     .await;

@@ -121,7 +121,15 @@ fn keyed_reboots(map: &std::collections::BTreeMap<String, String>) -> BTreeSet<S
 
 /// The host as the claim wants it: image, custom deploy, power, data Secrets (the copies, once
 /// they are all current), pause, and the claim's reboot and operation annotations.
-pub fn host_sync(claim: &HostClaim, host: &BareMetalHost, data: &DataSync) -> HostSync {
+///
+/// `forwarded` is the token this process last forwarded for the claim: the host in a cache may
+/// not show it yet, and forwarding twice would reboot twice.
+pub fn host_sync(
+    claim: &HostClaim,
+    host: &BareMetalHost,
+    data: &DataSync,
+    forwarded: Option<&str>,
+) -> HostSync {
     let mut spec = Map::new();
     let mut annotations = Map::new();
     let mut out = HostSync::default();
@@ -182,7 +190,7 @@ pub fn host_sync(claim: &HostClaim, host: &BareMetalHost, data: &DataSync) -> Ho
         }
         // One-shot annotations: forwarded once per claim version, then removed from the claim.
         let token = forward_token(claim);
-        let already = host_ann.get(FORWARDED) == Some(&token);
+        let already = host_ann.get(FORWARDED) == Some(&token) || forwarded == Some(token.as_str());
         for key in ONE_SHOT {
             if let Some(value) = claim_ann.get(key) {
                 if !already {

@@ -36,6 +36,17 @@ fn all_copied() -> DataSync {
 }
 
 #[test]
+fn a_forward_this_process_made_is_not_repeated_on_a_stale_host() {
+    let cl = claim(json!({"poweredOn": true}), json!({"reboot.metal3.io": ""}));
+    let stale = host(json!({"online": true}), "provisioned", json!({}));
+    let first = host_sync(&cl, &stale, &DataSync::default(), None);
+    assert!(first.patch.is_some());
+    let again = host_sync(&cl, &stale, &DataSync::default(), Some("u1/7"));
+    assert_eq!(again.patch, None);
+    assert_eq!(again.remove_from_claim, ["reboot.metal3.io"]);
+}
+
+#[test]
 fn host_sync_table() {
     let ud = json!({"name": "web-ud"});
     // (name, claim spec, claim annotations, host spec, host annotations, data, expected patch,
@@ -174,7 +185,7 @@ fn host_sync_table() {
     for (name, cspec, cann, hspec, hann, data, want, removals) in rows {
         let cl = claim(cspec, cann);
         let h = host(hspec, "provisioned", hann);
-        let got = host_sync(&cl, &h, &data);
+        let got = host_sync(&cl, &h, &data, None);
         assert_eq!(got.patch, want, "{name}");
         assert_eq!(got.remove_from_claim, removals, "{name}");
     }

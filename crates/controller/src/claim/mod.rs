@@ -38,6 +38,8 @@ pub struct ClaimContext {
     pub namespaces: Store<Namespace>,
     /// Hosts bound by this process whose binding the host cache may not show yet.
     pending: Mutex<HashMap<String, Pending>>,
+    /// The one-shot forward token last written to each claim's host.
+    forwarded: Mutex<HashMap<String, String>>,
 }
 
 /// (host namespace, host name) bound, and when.
@@ -57,6 +59,18 @@ impl ClaimContext {
             }
             None => None,
         }
+    }
+
+    pub fn forwarded(&self, claim: &str) -> Option<String> {
+        self.forwarded.lock().unwrap().get(claim).cloned()
+    }
+
+    pub fn set_forwarded(&self, claim: &str, token: Option<String>) {
+        let mut f = self.forwarded.lock().unwrap();
+        match token {
+            Some(t) => f.insert(claim.to_string(), t),
+            None => f.remove(claim),
+        };
     }
 
     pub fn set_pending(&self, claim: &str, host: Option<(String, String)>) {
@@ -148,6 +162,7 @@ pub async fn run(
         policies,
         namespaces,
         pending: Mutex::default(),
+        forwarded: Mutex::default(),
     });
     let (c1, c2, c3, c4) = (
         claims.clone(),

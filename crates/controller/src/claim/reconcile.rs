@@ -154,7 +154,8 @@ pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<ClaimContext>) -> Result<
     } else {
         copy_data(&claim, &host, &ctx).await?
     };
-    let sync = decide::host_sync(&claim, &host, &data);
+    let k = key(&claim);
+    let sync = decide::host_sync(&claim, &host, &data, ctx.forwarded(&k).as_deref());
     let mut sync_error = None;
     let mut host_now = host.clone();
     if let Some(patch) = &sync.patch {
@@ -167,6 +168,12 @@ pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<ClaimContext>) -> Result<
             .await
         {
             Ok(h) => {
+                if let Some(t) = patch.pointer(&format!(
+                    "/metadata/annotations/{}",
+                    decide::FORWARDED.replace('/', "~1")
+                )) {
+                    ctx.set_forwarded(&k, t.as_str().map(str::to_string));
+                }
                 host_now = h;
                 let notes = describe_sync(patch);
                 if !notes.is_empty() {
@@ -822,6 +829,7 @@ async fn release(claim: &HostClaim, ctx: &ClaimContext) -> Result<Action, Error>
         Err(e) => return Err(e.into()),
     }
     ctx.set_pending(&k, None);
+    ctx.set_forwarded(&k, None);
     Ok(Action::await_change())
 }
 

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrometal_api::{BareMetalHost, ErrorType, OperationalStatus, ProvisioningState as S};
+use ferrometal_api::{
+    BareMetalHost, ErrorType, HostClaim, OperationalStatus, ProvisioningState as S,
+};
 use ferrometal_apiserver::{ApiServer, ServerConfig};
 use ferrometal_controller::ControllerConfig;
 use ferrometal_provisioner::Provisioner;
@@ -32,6 +34,7 @@ pub const NS: &str = "default";
 
 pub struct Stack {
     _server: ApiServer,
+    pub client: kube::Client,
     pub hosts: Api<BareMetalHost>,
     pub secrets: Api<Secret>,
     pub events: Api<k8s_openapi::api::events::v1::Event>,
@@ -71,6 +74,7 @@ impl Stack {
             },
         ));
         Stack {
+            client: client.clone(),
             hosts: Api::namespaced(client.clone(), NS),
             secrets: Api::namespaced(client.clone(), NS),
             events: Api::namespaced(client, NS),
@@ -189,6 +193,10 @@ pub enum Milestone {
     Available,
     Provisioned,
     Deleted,
+    /// The tenant's claim provisioned its host (`lent`).
+    ClaimProvisioned,
+    /// The claim deleted, its host deprovisioned and free.
+    ClaimReleased,
 }
 
 /// The scenario every backend passes against sushy-tools: a host whose inspection cannot work
@@ -271,4 +279,135 @@ pub async fn sushy_lifecycle(
         .unwrap();
     stack.wait_gone("node").await;
     at(Milestone::Deleted);
+
+    claim_lifecycle(stack, sushy, files, at).await;
+}
+
+fn claim_condition(c: &HostClaim, t: &str) -> bool {
+    c.status.as_ref().is_some_and(|s| s.is_true(t))
+}
+
+async fn wait_claim(claims: &Api<HostClaim>, what: &str, ok: impl Fn(Option<&HostClaim>) -> bool) {
+    for _ in 0..PATIENCE.tries {
+        let c = claims.get_opt("web").await.unwrap();
+        if ok(c.as_ref()) {
+            return;
+        }
+        tokio::time::sleep(PATIENCE.every).await;
+    }
+    panic!("claim never {what}: {:?}", claims.get_opt("web").await);
+}
+
+/// The same backend from a tenant's HostClaim: bound by policy and selector, provisioned with
+/// the tenant's user data copied next to the host, powered off through the claim, released.
+async fn claim_lifecycle(
+    stack: &Stack,
+    sushy: &peers::Sushy,
+    files: &peers::FileServer,
+    at: impl Fn(Milestone),
+) {
+    let c = &stack.client;
+    let apply = |v: serde_json::Value| async move {
+        let obj: kube::api::DynamicObject = serde_json::from_value(v).unwrap();
+        let gvk = kube::api::GroupVersionKind::try_from(obj.types.as_ref().unwrap()).unwrap();
+        let ar = kube::discovery::ApiResource::from_gvk(&gvk);
+        let ar = kube::discovery::ApiResource {
+            plural: match ar.kind.as_str() {
+                "HostDeployPolicy" => "hostdeploypolicies".into(),
+                _ => ar.plural,
+            },
+            ..ar
+        };
+        let api: Api<kube::api::DynamicObject> = match obj.metadata.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(c.clone(), ns, &ar),
+            None => Api::all_with(c.clone(), &ar),
+        };
+        api.create(&PostParams::default(), &obj).await.unwrap();
+    };
+    apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant"}})).await;
+    apply(
+        json!({"apiVersion": "metal3.io/v1alpha1", "kind": "HostDeployPolicy",
+        "metadata": {"name": "lend", "namespace": NS},
+        "spec": {"hostClaimNamespaces": {"names": ["tenant"]}}}),
+    )
+    .await;
+    apply(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "ud", "namespace": "tenant"},
+        "stringData": {"userData": "#cloud-config\nhostname: lent\n"}}))
+    .await;
+    let address = sushy
+        .address(peers::SUSHY_SYSTEM_0)
+        .replace("redfish+http", "redfish-virtualmedia+http");
+    stack
+        .host(
+            "lent",
+            &address,
+            "bmc",
+            json!({"inspectionMode": "disabled", "automatedCleaningMode": "disabled"}),
+        )
+        .await;
+    stack
+        .patch("lent", json!({"metadata": {"labels": {"pool": "tenants"}}}))
+        .await;
+    stack
+        .wait("lent", "available", |h| h.state() == S::Available)
+        .await;
+    let url = files.url("live.iso");
+    let claims: Api<HostClaim> = Api::namespaced(c.clone(), "tenant");
+    let claim: HostClaim = serde_json::from_value(json!({
+        "apiVersion": "metal3.io/v1alpha1", "kind": "HostClaim",
+        "metadata": {"name": "web", "namespace": "tenant"},
+        "spec": {"poweredOn": true, "hostSelector": {"matchLabels": {"pool": "tenants"}},
+                 "userData": {"name": "ud"}, "image": {"url": url, "format": "live-iso"}},
+    }))
+    .unwrap();
+    claims.create(&PostParams::default(), &claim).await.unwrap();
+    wait_claim(&claims, "provisioned", |c| {
+        c.is_some_and(|c| claim_condition(c, "Provisioned") && claim_condition(c, "Ready"))
+    })
+    .await;
+    let cd = sushy.virtual_cd(peers::SUSHY_SYSTEM_0);
+    assert_eq!(cd["Inserted"], true);
+    assert_eq!(cd["Image"], url.as_str());
+    assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "On");
+    let host = stack.hosts.get("lent").await.unwrap();
+    assert_eq!(
+        host.spec.user_data.as_ref().and_then(|r| r.name.as_deref()),
+        Some("lent-userdata")
+    );
+    at(Milestone::ClaimProvisioned);
+
+    claims
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"poweredOn": false}})),
+        )
+        .await
+        .unwrap();
+    stack
+        .wait("lent", "powered off through the claim", |h| {
+            h.status.as_ref().is_some_and(|s| !s.powered_on)
+        })
+        .await;
+    assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "Off");
+
+    claims
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_claim(&claims, "released", |c| c.is_none()).await;
+    let host = stack.hosts.get("lent").await.unwrap();
+    assert_eq!(host.state(), S::Available);
+    assert!(host.spec.consumer_ref.is_none() && host.spec.image.is_none());
+    assert_eq!(sushy.virtual_cd(peers::SUSHY_SYSTEM_0)["Inserted"], false);
+    assert!(
+        stack
+            .secrets
+            .get_opt("lent-userdata")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    at(Milestone::ClaimReleased);
 }
