@@ -423,3 +423,190 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
             .is_empty()
     });
 }
+
+fn claims_state(s: &Serve) -> Vec<(String, String, String)> {
+    let list: Value =
+        serde_json::from_str(&s.ok(&["get", "hostclaims", "-n", "tenant-a", "-o", "json"]))
+            .unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["metadata"]["name"].as_str().unwrap().to_string(),
+                c["status"]["bareMetalHost"]["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+                condition(c, "Provisioned").0,
+            )
+        })
+        .collect()
+}
+
+fn consumers(s: &Serve) -> Vec<(String, String)> {
+    let list: Value =
+        serde_json::from_str(&s.ok(&["get", "bmh", "-n", "infra", "-o", "json"])).unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| {
+            Some((
+                h["metadata"]["name"].as_str()?.to_string(),
+                h["spec"]["consumerRef"]["name"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_binding_and_mid_release_neither_doubles_nor_orphans() {
+    const N: usize = 8;
+    let emu = Emulator::start(
+        EmulatorConfig {
+            systems: N,
+            power_delay: Duration::from_millis(300),
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let flags = [
+        "--power-poll-interval",
+        "2",
+        "--error-backoff",
+        "1",
+        "--bmc-timeout",
+        "3",
+    ];
+    let mut s = serve(dir.path(), port, &flags);
+    let mut yaml = String::from(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: infra}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata: {name: tenant-a}\n---\n\
+         apiVersion: v1\nkind: Secret\nmetadata: {name: bmc, namespace: infra}\nstringData: {username: admin, password: password}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: HostDeployPolicy\nmetadata: {name: lend, namespace: infra}\nspec: {hostClaimNamespaces: {names: [tenant-a]}}\n---\n\
+         apiVersion: v1\nkind: Secret\nmetadata: {name: ud, namespace: tenant-a}\nstringData: {userData: \"#cloud-config\"}\n",
+    );
+    for i in 0..N {
+        let address = emu
+            .system_url(i)
+            .replace("http://", "redfish-virtualmedia+http://");
+        yaml.push_str(&format!(
+            "---\napiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: bm-{i}, namespace: infra}}\nspec:\n  online: false\n  bmc: {{address: \"{address}\", credentialsName: bmc}}\n"
+        ));
+    }
+    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&yaml));
+    assert!(o.status.success(), "{}", out(&o));
+    wait("all hosts available", &s, || {
+        s.ok(&[
+            "get",
+            "bmh",
+            "-n",
+            "infra",
+            "-o",
+            "jsonpath={.items[*].status.provisioning.state}",
+        ])
+        .split_whitespace()
+        .filter(|st| *st == "available")
+        .count()
+            == N
+    });
+
+    let mut claims = String::new();
+    for i in 0..N {
+        claims.push_str(&format!(
+            "---\napiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: c-{i}, namespace: tenant-a}}\nspec:\n  poweredOn: true\n  userData: {{name: ud}}\n  image: {{url: \"{ISO}\", format: live-iso}}\n"
+        ));
+    }
+    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&claims));
+    assert!(o.status.success(), "{}", out(&o));
+    // Kill as soon as binding has started, before everything is provisioned.
+    wait("a first binding", &s, || !consumers(&s).is_empty());
+    s.kill();
+    let bound_at_kill = (0..N)
+        .filter(|i| emu.state(*i).virtual_media.inserted)
+        .count();
+
+    let mut s = serve(dir.path(), port, &flags);
+    wait("every claim provisioned", &s, || {
+        let c = claims_state(&s);
+        c.len() == N && c.iter().all(|(_, _, p)| p == "True")
+    });
+    let hosts: std::collections::BTreeSet<String> =
+        claims_state(&s).into_iter().map(|(_, h, _)| h).collect();
+    assert_eq!(hosts.len(), N, "each claim on its own host");
+    let consumed = consumers(&s);
+    assert_eq!(consumed.len(), N);
+    let by_claim: std::collections::BTreeSet<_> = consumed.iter().map(|(_, c)| c.clone()).collect();
+    assert_eq!(by_claim.len(), N, "no claim holds two hosts: {consumed:?}");
+    for i in 0..N {
+        let a = emu.state(i).actions;
+        assert_eq!(
+            count(&a, &["InsertMedia"]),
+            1,
+            "media inserted once on {i} ({bound_at_kill} at the kill): {a:?}"
+        );
+    }
+
+    // Release all, killed mid-way; after the restart the release completes.
+    s.ok(&[
+        "delete",
+        "hostclaims",
+        "--all",
+        "-n",
+        "tenant-a",
+        "--wait=false",
+    ]);
+    wait("a first deprovisioning", &s, || {
+        s.ok(&[
+            "get",
+            "bmh",
+            "-n",
+            "infra",
+            "-o",
+            "jsonpath={.items[*].spec.image.url}",
+        ])
+        .split_whitespace()
+        .count()
+            < N
+    });
+    s.kill();
+    let s = serve(dir.path(), port, &flags);
+    wait(
+        "every claim gone, every host free and available",
+        &s,
+        || {
+            claims_state(&s).is_empty()
+                && consumers(&s).is_empty()
+                && s.ok(&[
+                    "get",
+                    "bmh",
+                    "-n",
+                    "infra",
+                    "-o",
+                    "jsonpath={.items[*].status.provisioning.state}",
+                ])
+                .split_whitespace()
+                .filter(|st| *st == "available")
+                .count()
+                    == N
+        },
+    );
+    let secrets = s.ok(&["get", "secrets", "-n", "infra", "-o", "name"]);
+    assert!(!secrets.contains("userdata"), "orphaned copies: {secrets}");
+    for i in 0..N {
+        let bmc = emu.state(i);
+        assert!(!bmc.virtual_media.inserted, "deprovisioned on the BMC: {i}");
+        assert_eq!(
+            count(&bmc.actions, &["InsertMedia"]),
+            1,
+            "{i}: {:?}",
+            bmc.actions
+        );
+    }
+}
