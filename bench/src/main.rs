@@ -63,6 +63,10 @@ enum Scenario {
         /// Extra `ferrometal serve` flags, e.g. --serve-arg=--max-busy=1000 (repeatable).
         #[arg(long = "serve-arg", allow_hyphen_values = true)]
         serve_args: Vec<String>,
+        /// Provision through one HostClaim per host (from a tenant namespace) instead of
+        /// patching the hosts directly.
+        #[arg(long)]
+        via_claims: bool,
     },
     /// Ironic versus ferrometal on the same sushy-tools emulator: enroll → available.
     VsIronic {
@@ -130,6 +134,7 @@ async fn main() -> std::process::ExitCode {
             timeout,
             capacity_seconds,
             serve_args,
+            via_claims,
         } => {
             scale::run(scale::Opts {
                 hosts: hosts.max(1),
@@ -142,6 +147,7 @@ async fn main() -> std::process::ExitCode {
                 serve_args,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,
+                via_claims,
             })
             .await
         }

@@ -32,6 +32,62 @@ pub struct Opts {
     pub serve_args: Vec<String>,
     pub ferrometal: Option<PathBuf>,
     pub keep: bool,
+    /// Provision through one HostClaim per host from a tenant namespace instead of patching the
+    /// hosts (claims must add no BMC request).
+    pub via_claims: bool,
+}
+
+const TENANT: &str = "bench-tenant";
+
+fn claim_resource() -> kube::discovery::ApiResource {
+    kube::discovery::ApiResource {
+        group: "metal3.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "metal3.io/v1alpha1".into(),
+        kind: "HostClaim".into(),
+        plural: "hostclaims".into(),
+    }
+}
+
+/// A tenant namespace, a policy lending it the hosts, and one claim per host.
+async fn create_claims(client: &kube::Client, o: &Opts) -> anyhow::Result<()> {
+    let ns: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+    );
+    let namespace = DynamicObject::new(
+        TENANT,
+        &kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+    );
+    ns.create(&PostParams::default(), &namespace).await?;
+    let policy_ar = kube::discovery::ApiResource {
+        kind: "HostDeployPolicy".into(),
+        plural: "hostdeploypolicies".into(),
+        ..claim_resource()
+    };
+    let policies: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &policy_ar);
+    let policy = DynamicObject::new("bench", &policy_ar)
+        .within(NAMESPACE)
+        .data(json!({"spec": {"hostClaimNamespaces": {"names": [TENANT]}}}));
+    policies.create(&PostParams::default(), &policy).await?;
+    let ar = claim_resource();
+    let claims: Api<DynamicObject> = Api::namespaced_with(client.clone(), TENANT, &ar);
+    for_each_concurrent(o.hosts, o.create_concurrency, |i| {
+        let claims = claims.clone();
+        let ar = ar.clone();
+        async move {
+            let claim = DynamicObject::new(&format!("claim-{i:05}"), &ar)
+                .within(TENANT)
+                .data(json!({"spec": {"poweredOn": true, "image": {
+                    "url": "http://127.0.0.1:1/live.iso", "format": "live-iso"}}}));
+            claims
+                .create(&PostParams::default(), &claim)
+                .await
+                .with_context(|| format!("creating claim {i}"))?;
+            Ok(())
+        }
+    })
+    .await
 }
 
 fn host_name(i: usize) -> String {
@@ -234,21 +290,25 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         let started2 = Instant::now();
         let patch = json!({"spec": {"online": true, "image": {
         "url": "http://127.0.0.1:1/live.iso", "format": "live-iso"}}});
-        for_each_concurrent(o.hosts, o.create_concurrency, |i| {
-            let api = api.clone();
-            let patch = patch.clone();
-            async move {
-                api.patch(
-                    &host_name(i),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-                .with_context(|| format!("patching {}", host_name(i)))?;
-                Ok(())
-            }
-        })
-        .await?;
+        if o.via_claims {
+            create_claims(&client, &o).await?;
+        } else {
+            for_each_concurrent(o.hosts, o.create_concurrency, |i| {
+                let api = api.clone();
+                let patch = patch.clone();
+                async move {
+                    api.patch(
+                        &host_name(i),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await
+                    .with_context(|| format!("patching {}", host_name(i)))?;
+                    Ok(())
+                }
+            })
+            .await?;
+        }
         let to_provisioned =
             match wait_all(&states, o.hosts, "provisioned", started2, deadline).await {
                 Ok(d) => d,
@@ -262,7 +322,11 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         let rv2 = resource_version(&api).await;
         let rec2 = reconciles().await.unwrap_or(rec1);
         phases.push(Phase {
-            name: "available -> provisioned",
+            name: if o.via_claims {
+                "available -> provisioned (HostClaims)"
+            } else {
+                "available -> provisioned"
+            },
             wall: to_provisioned,
             requests: req2,
             max_per_host: per2.iter().copied().max().unwrap_or(0),
