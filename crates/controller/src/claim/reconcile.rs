@@ -401,10 +401,24 @@ async fn bind(claim: &HostClaim, ctx: &ClaimContext) -> Result<Bind, Error> {
             "no available host matches the claim's hostSelector; waiting for one".into(),
         ));
     };
-    let patch = json!({
+    let mut patch = json!({
         "metadata": {"resourceVersion": host.resource_version()},
         "spec": {"consumerRef": select::consumer_ref(claim)},
     });
+    // Without data Secrets to copy first, the workload goes on in the same write: the host
+    // controller then acts once, as for a host patched directly (no extra BMC request).
+    let needs_copies = DataKind::ALL.iter().any(|k| k.source(claim).is_some());
+    if !needs_copies
+        && !decide::is_paused(claim)
+        && let Some(Value::Object(sync)) =
+            decide::host_sync(claim, host, &DataSync::default(), None).patch
+    {
+        if let Some(Value::Object(spec)) = sync.get("spec") {
+            for (k, v) in spec {
+                patch["spec"][k] = v.clone();
+            }
+        }
+    }
     match hosts(ctx, host)
         .patch(
             &host.name_any(),
