@@ -358,6 +358,53 @@ async fn a_claim_provisions_syncs_reports_and_releases() {
     })
     .await;
 
+    // Removing the image deprovisions and keeps the association; the image back provisions
+    // again, with the rotated user data.
+    assert_eq!(
+        h.fixture
+            .provisioned_user_data(&common::key("bm-1"))
+            .as_deref(),
+        Some("#cloud-config\nhostname: web\n")
+    );
+    claims(&client, TENANT)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"image": null}})),
+        )
+        .await
+        .unwrap();
+    h.wait("bm-1", "deprovisioned, still claimed", |x| {
+        x.state() == ProvisioningState::Available && consumer(x).as_deref() == Some("tenant-a/web")
+    })
+    .await;
+    wait_claim(&client, TENANT, "web", "associated, not provisioned", |c| {
+        associated(c)
+            && condition(c, c::PROVISIONED).is_some_and(|(s, r, _)| s == "False" && r == "NoImage")
+    })
+    .await;
+    claims(&client, TENANT)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"image": {"url": "http://images/live.iso", "format": "live-iso"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_claim(&client, TENANT, "web", "provisioned again", |c| {
+        condition(c, c::PROVISIONED).is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
+    assert_eq!(
+        h.fixture
+            .provisioned_user_data(&common::key("bm-1"))
+            .as_deref(),
+        Some("#cloud-config\nhostname: web-2\n"),
+        "the rotated user data reached the host's next provisioning"
+    );
+
     // Power through the claim.
     claims(&client, TENANT)
         .patch(

@@ -98,6 +98,8 @@ struct HostSim {
     progress: HashMap<Method, u32>,
     hardware: Option<HardwareDetails>,
     provisioned_image: Option<String>,
+    /// The user data given with the last provisioning.
+    provisioned_user_data: Option<String>,
     /// Last one-time boot device set by an operation (`Pxe`).
     boot_once: Option<&'static str>,
 }
@@ -266,6 +268,14 @@ impl FixtureProvisioner {
             .hosts
             .get(key)
             .and_then(|h| h.provisioned_image.clone())
+    }
+
+    /// The user data the host was last provisioned with.
+    pub fn provisioned_user_data(&self, key: &str) -> Option<String> {
+        self.inner()
+            .hosts
+            .get(key)
+            .and_then(|h| h.provisioned_user_data.clone())
     }
 
     /// The one-time boot device last set by an operation (`"Pxe"`).
@@ -488,6 +498,7 @@ impl Provisioner for FixtureProvisioner {
             .as_ref()
             .map(|i| i.url.clone())
             .or_else(|| deployment.custom_deploy.as_ref().map(|c| c.method.clone()));
+        sim.provisioned_user_data = deployment.user_data.clone();
         Ok(Step::Done(()))
     }
 

@@ -412,11 +412,10 @@ async fn bind(claim: &HostClaim, ctx: &ClaimContext) -> Result<Bind, Error> {
         && !decide::is_paused(claim)
         && let Some(Value::Object(sync)) =
             decide::host_sync(claim, host, &DataSync::default(), None).patch
+        && let Some(Value::Object(spec)) = sync.get("spec")
     {
-        if let Some(Value::Object(spec)) = sync.get("spec") {
-            for (k, v) in spec {
-                patch["spec"][k] = v.clone();
-            }
+        for (k, v) in spec {
+            patch["spec"][k] = v.clone();
         }
     }
     match hosts(ctx, host)
