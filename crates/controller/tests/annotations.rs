@@ -42,6 +42,57 @@ async fn paused_host_is_not_touched() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_changed_while_paused_acts_at_unpause_not_at_the_next_poll() {
+    // A poll interval no test waits out: power must follow `online` because of the unpause.
+    let config = ferrometal_controller::ControllerConfig {
+        power_poll_interval: std::time::Duration::from_secs(3600),
+        ..fast_config()
+    };
+    let h = Harness::start_with(FixtureProvisioner::new(), config).await;
+    h.available_host("p").await;
+    h.annotate("p", ann::PAUSED, Some("metal3.io/capm3")).await;
+    h.patch_spec("p", json!({"online": false})).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        h.fixture.power(&key("p")),
+        Some(PowerState::On),
+        "paused: untouched"
+    );
+    h.annotate("p", ann::PAUSED, None).await;
+    h.wait("p", "off after the unpause", |x| {
+        x.status.as_ref().is_some_and(|s| !s.powered_on)
+    })
+    .await;
+    assert_eq!(h.fixture.power(&key("p")), Some(PowerState::Off));
+
+    // The same for a provisioned host, paused and unpaused in one write with the change (as
+    // a pivot's target sees it).
+    h.patch_spec(
+        "p",
+        json!({"online": true, "image": {"url": "http://x/live.iso", "format": "live-iso"}}),
+    )
+    .await;
+    h.wait("p", "provisioned and on", |x| {
+        x.state() == S::Provisioned && x.status.as_ref().is_some_and(|s| s.powered_on)
+    })
+    .await;
+    h.annotate("p", ann::PAUSED, Some("")).await;
+    h.patch_spec("p", json!({"online": false})).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        h.fixture.power(&key("p")),
+        Some(PowerState::On),
+        "paused: untouched"
+    );
+    h.annotate("p", ann::PAUSED, None).await;
+    h.wait("p", "provisioned host off after the unpause", |x| {
+        x.status.as_ref().is_some_and(|s| !s.powered_on)
+    })
+    .await;
+    assert_eq!(h.fixture.power(&key("p")), Some(PowerState::Off));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_annotation_restores_a_moved_host() {
     let h = Harness::start(FixtureProvisioner::new()).await;
     h.secret("bmc", GOOD_PASSWORD).await;
