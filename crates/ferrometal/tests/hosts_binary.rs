@@ -251,6 +251,67 @@ async fn controller_against_a_separate_serve_is_cluster_mode() {
     let _ = controller.wait();
 }
 
+/// As a user would try it: a provisioned host paused, `online: false` set, unpaused. The BMC
+/// is powered off because of the unpause; the power poll (1 h here) never comes into it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_changed_while_paused_reaches_the_bmc_at_unpause() {
+    let emu = emulator(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(
+        dir.path(),
+        free_port(),
+        &[
+            "--power-poll-interval",
+            "3600",
+            "--error-backoff",
+            "1",
+            "--bmc-timeout",
+            "3",
+        ],
+    );
+    let names = vec![(0, "p".to_string())];
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&hosts_yaml(&emu, &names)));
+    wait_all(&s, 1, "available");
+    s.ok(&[
+        "patch", "bmh", "p", "--type", "merge", "-p",
+        r#"{"spec":{"online":true,"image":{"url":"http://127.0.0.1:1/live.iso","format":"live-iso"}}}"#,
+    ]);
+    wait_all(&s, 1, "provisioned");
+    for _ in 0..300 {
+        if emu.state(0).power_state.as_str() == "On" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(emu.state(0).power_state.as_str(), "On");
+    s.ok(&["annotate", "bmh", "p", "baremetalhost.metal3.io/paused="]);
+    s.ok(&[
+        "patch",
+        "bmh",
+        "p",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"online":false}}"#,
+    ]);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(emu.state(0).power_state.as_str(), "On", "paused: untouched");
+    s.ok(&["annotate", "bmh", "p", "baremetalhost.metal3.io/paused-"]);
+    for _ in 0..300 {
+        if emu.state(0).power_state.as_str() == "Off" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        emu.state(0).power_state.as_str(),
+        "Off",
+        "unpausing acted on online: false: {:?}\n{}",
+        emu.state(0).actions,
+        std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default()
+    );
+}
+
 #[test]
 fn demo_exits_with_every_host_where_expected() {
     let dir = tempfile::tempdir().unwrap();
