@@ -5,9 +5,7 @@ use std::collections::BTreeSet;
 
 use ferrometal_api::annotations as ann;
 use ferrometal_api::claim::conditions as c;
-use ferrometal_api::{
-    BareMetalHost, Condition, HostClaim, NamespacedRef, OperationalStatus, ProvisioningState,
-};
+use ferrometal_api::{BareMetalHost, Condition, HostClaim, NamespacedRef, ProvisioningState};
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
@@ -490,11 +488,7 @@ fn cleared_annotations(host: &BareMetalHost) -> Map<String, Value> {
 
 pub fn release(host: &BareMetalHost) -> Release {
     let s = &host.spec;
-    let detached = host.annotations().contains_key(ann::DETACHED)
-        || host
-            .status
-            .as_ref()
-            .is_some_and(|st| st.operational_status == OperationalStatus::Detached);
+    let detached = crate::claim::select::is_detached(host);
     let workload = s.image.is_some()
         || s.custom_deploy.is_some()
         || s.user_data.is_some()

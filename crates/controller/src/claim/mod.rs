@@ -36,6 +36,8 @@ pub struct ClaimContext {
     pub claims: Store<HostClaim>,
     pub policies: Store<HostDeployPolicy>,
     pub namespaces: Store<Namespace>,
+    /// HardwareData of hosts and the claims' copies.
+    pub hardware: Store<HardwareData>,
     /// Hosts bound by this process whose binding the host cache may not show yet.
     pending: Mutex<HashMap<String, Pending>>,
     /// The one-shot forward token last written to each claim's host.
@@ -142,8 +144,12 @@ pub async fn run(
     let secret_stream = watcher(Api::<Secret>::all(client.clone()), Default::default())
         .default_backoff()
         .touched_objects();
+    // Cached: every bound claim compares its copy with its host's on each reconcile.
+    let (hardware, hd_writer) = reflector::store();
     let hd_stream = watcher(Api::<HardwareData>::all(client.clone()), Default::default())
         .default_backoff()
+        .modify(|hd: &mut HardwareData| hd.managed_fields_mut().clear())
+        .reflect(hd_writer)
         .touched_objects();
 
     let (claims, claim_writer) = reflector::store();
@@ -161,6 +167,7 @@ pub async fn run(
         claims: claims.clone(),
         policies,
         namespaces,
+        hardware,
         pending: Mutex::default(),
         forwarded: Mutex::default(),
     });

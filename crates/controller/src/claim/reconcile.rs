@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrometal_api::annotations as ann;
 use ferrometal_api::claim::HOSTCLAIM_FINALIZER;
 use ferrometal_api::{
     BareMetalHost, HardwareData, HardwareDataSpec, HostClaim, HostClaimStatus, NamespacedRef,
@@ -254,6 +253,26 @@ fn hosts(ctx: &ClaimContext, host: &BareMetalHost) -> Api<BareMetalHost> {
     Api::namespaced(ctx.client.clone(), &host.namespace().unwrap_or_default())
 }
 
+/// A merge patch to a host; `None` when the host is gone.
+async fn patch_host(
+    ctx: &ClaimContext,
+    host: &BareMetalHost,
+    patch: &Value,
+) -> Result<Option<BareMetalHost>, Error> {
+    match hosts(ctx, host)
+        .patch(
+            &host.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+    {
+        Ok(h) => Ok(Some(h)),
+        Err(e) if not_found(&e) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// What an Event on the host says about a sync (keys only: values may be tenant data).
 fn describe_sync(patch: &Value) -> String {
     let mut parts = Vec::new();
@@ -302,14 +321,6 @@ fn host_key(ns: &str, name: &str) -> ObjectRef<BareMetalHost> {
     ObjectRef::new(name).within(ns)
 }
 
-fn is_detached(host: &BareMetalHost) -> bool {
-    host.annotations().contains_key(ann::DETACHED)
-        || host
-            .status
-            .as_ref()
-            .is_some_and(|s| s.operational_status == ferrometal_api::OperationalStatus::Detached)
-}
-
 /// The host bound to the claim: the one named in its status, or (after a crash between binding
 /// and writing status) the one whose consumerRef names it, or the one this process just bound.
 fn find_host(claim: &HostClaim, ctx: &ClaimContext) -> Found {
@@ -325,7 +336,7 @@ fn find_host(claim: &HostClaim, ctx: &ClaimContext) -> Found {
         match ctx.hosts.get(&host_key(&r.namespace, &r.name)) {
             Some(h) if bound(&h) => {
                 ctx.set_pending(&k, None);
-                if is_detached(&h) {
+                if select::is_detached(&h) {
                     return Found::Missing { detached: true };
                 }
                 return Found::Bound(Box::new((*h).clone()));
@@ -611,15 +622,16 @@ async fn copy_hardware_data(
     ctx: &ClaimContext,
 ) -> Result<Option<NamespacedRef>, Error> {
     let claim_ns = claim.namespace().unwrap_or_default();
-    let Some(source) =
-        Api::<HardwareData>::namespaced(ctx.client.clone(), &host.namespace().unwrap_or_default())
-            .get_opt(&host.name_any())
-            .await?
-    else {
+    let source = ctx
+        .hardware
+        .get(&ObjectRef::new(&host.name_any()).within(&host.namespace().unwrap_or_default()));
+    let Some(source) = source else {
         return Ok(claim.status.as_ref().and_then(|s| s.hardware_data.clone()));
     };
+    let existing = ctx
+        .hardware
+        .get(&ObjectRef::new(&claim.name_any()).within(&claim_ns));
     let api: Api<HardwareData> = Api::namespaced(ctx.client.clone(), &claim_ns);
-    let existing = api.get_opt(&claim.name_any()).await?;
     if existing.as_ref().map(|e| &e.spec) != Some(&source.spec) {
         let mut copy = HardwareData::new(
             &claim.name_any(),
@@ -743,74 +755,32 @@ async fn release(claim: &HostClaim, ctx: &ClaimContext) -> Result<Action, Error>
         return Ok(Action::requeue(Duration::from_millis(100)));
     }
     for host in &held {
-        match decide::release(host) {
-            Release::Deprovision(patch) => {
-                hosts(ctx, host)
-                    .patch(
-                        &host.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await?;
+        let step = decide::release(host);
+        if let Release::Deprovision(patch) | Release::Free(patch) = &step {
+            patch_host(ctx, host, patch).await?;
+        }
+        // Once the host no longer references them (the patch above), at every step.
+        delete_copies(
+            claim,
+            &host.namespace().unwrap_or_default(),
+            &host.name_any(),
+            &[],
+            ctx,
+        )
+        .await?;
+        match step {
+            Release::Deprovision(_) => {
+                let note = format!("HostClaim {k} deleted: deprovisioning");
                 ctx.events
-                    .publish_about(
-                        host,
-                        &[event(
-                            "ClaimReleasing",
-                            format!("HostClaim {k} deleted: deprovisioning"),
-                        )],
-                    )
+                    .publish_about(host, &[event("ClaimReleasing", note)])
                     .await;
-                delete_copies(
-                    claim,
-                    &host.namespace().unwrap_or_default(),
-                    &host.name_any(),
-                    &[],
-                    ctx,
-                )
-                .await?;
                 return deleting_status(claim, ctx, host, "deprovisioning the host").await;
             }
-            Release::Wait(msg) => {
-                delete_copies(
-                    claim,
-                    &host.namespace().unwrap_or_default(),
-                    &host.name_any(),
-                    &[],
-                    ctx,
-                )
-                .await?;
-                return deleting_status(claim, ctx, host, &msg).await;
-            }
-            Release::Free(patch) => {
-                delete_copies(
-                    claim,
-                    &host.namespace().unwrap_or_default(),
-                    &host.name_any(),
-                    &[],
-                    ctx,
-                )
-                .await?;
-                match hosts(ctx, host)
-                    .patch(
-                        &host.name_any(),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(e) if not_found(&e) => {}
-                    Err(e) => return Err(e.into()),
-                }
+            Release::Wait(msg) => return deleting_status(claim, ctx, host, &msg).await,
+            Release::Free(_) => {
+                let note = format!("HostClaim {k} released the host");
                 ctx.events
-                    .publish_about(
-                        host,
-                        &[event(
-                            "Released",
-                            format!("HostClaim {k} released the host"),
-                        )],
-                    )
+                    .publish_about(host, &[event("Released", note)])
                     .await;
             }
             Release::Done => {}

@@ -83,14 +83,7 @@ pub fn host_selector(selector: &HostSelector) -> Result<LabelSelector, String> {
 /// True when `host.spec.consumerRef` names this claim (metal3 compares kind, group, namespace
 /// and name).
 pub fn consumed_by(host: &BareMetalHost, namespace: &str, name: &str) -> bool {
-    host.spec.consumer_ref.as_ref().is_some_and(|c| {
-        c.kind.as_deref() == Some(HOSTCLAIM_KIND)
-            && c.api_version
-                .as_deref()
-                .is_some_and(|v| v.starts_with("metal3.io/"))
-            && c.namespace.as_deref() == Some(namespace)
-            && c.name.as_deref() == Some(name)
-    })
+    claim_of(host).is_some_and(|(ns, n)| ns == namespace && n == name)
 }
 
 /// The claim a host is bound to, if its consumer is a HostClaim.
@@ -117,6 +110,15 @@ pub fn consumer_ref(claim: &HostClaim) -> serde_json::Value {
     })
 }
 
+/// Detached by annotation, or already reported detached.
+pub fn is_detached(host: &BareMetalHost) -> bool {
+    host.annotations().contains_key(ann::DETACHED)
+        || host
+            .status
+            .as_ref()
+            .is_some_and(|s| s.operational_status == OperationalStatus::Detached)
+}
+
 /// Why a host cannot serve a new claim, or `None` when it can.
 pub fn unavailable(host: &BareMetalHost) -> Option<&'static str> {
     if host.spec.consumer_ref.is_some() {
@@ -129,7 +131,7 @@ pub fn unavailable(host: &BareMetalHost) -> Option<&'static str> {
     if annotations.contains_key(ann::PAUSED) {
         return Some("paused");
     }
-    if annotations.contains_key(ann::DETACHED) {
+    if is_detached(host) {
         return Some("detached");
     }
     if !matches!(
@@ -139,9 +141,6 @@ pub fn unavailable(host: &BareMetalHost) -> Option<&'static str> {
         return Some("not available");
     }
     let status = host.status.as_ref()?;
-    if status.operational_status == OperationalStatus::Detached {
-        return Some("detached");
-    }
     if status.operational_status == OperationalStatus::Error
         || !status.error_message.is_empty()
         || status.error_type.is_some()
