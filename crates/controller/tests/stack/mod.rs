@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrometal_api::{
-    BareMetalHost, ErrorType, HostClaim, OperationalStatus, ProvisioningState as S,
+    BareMetalHost, ErrorType, HostClaim, HostDeployPolicy, OperationalStatus,
+    ProvisioningState as S,
 };
 use ferrometal_apiserver::{ApiServer, ServerConfig};
 use ferrometal_controller::ControllerConfig;
@@ -307,34 +308,29 @@ async fn claim_lifecycle(
     at: impl Fn(Milestone),
 ) {
     let c = &stack.client;
-    let apply = |v: serde_json::Value| async move {
-        let obj: kube::api::DynamicObject = serde_json::from_value(v).unwrap();
-        let gvk = kube::api::GroupVersionKind::try_from(obj.types.as_ref().unwrap()).unwrap();
-        let ar = kube::discovery::ApiResource::from_gvk(&gvk);
-        let ar = kube::discovery::ApiResource {
-            plural: match ar.kind.as_str() {
-                "HostDeployPolicy" => "hostdeploypolicies".into(),
-                _ => ar.plural,
-            },
-            ..ar
-        };
-        let api: Api<kube::api::DynamicObject> = match obj.metadata.namespace.as_deref() {
-            Some(ns) => Api::namespaced_with(c.clone(), ns, &ar),
-            None => Api::all_with(c.clone(), &ar),
-        };
-        api.create(&PostParams::default(), &obj).await.unwrap();
-    };
-    apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant"}})).await;
-    apply(
-        json!({"apiVersion": "metal3.io/v1alpha1", "kind": "HostDeployPolicy",
+    let pp = PostParams::default();
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "tenant"}})).unwrap();
+    Api::all(c.clone()).create(&pp, &ns).await.unwrap();
+    let policy: HostDeployPolicy = serde_json::from_value(json!({
+        "apiVersion": "metal3.io/v1alpha1", "kind": "HostDeployPolicy",
         "metadata": {"name": "lend", "namespace": NS},
-        "spec": {"hostClaimNamespaces": {"names": ["tenant"]}}}),
-    )
-    .await;
-    apply(json!({"apiVersion": "v1", "kind": "Secret",
+        "spec": {"hostClaimNamespaces": {"names": ["tenant"]}},
+    }))
+    .unwrap();
+    Api::namespaced(c.clone(), NS)
+        .create(&pp, &policy)
+        .await
+        .unwrap();
+    let ud: Secret = serde_json::from_value(json!({
         "metadata": {"name": "ud", "namespace": "tenant"},
-        "stringData": {"userData": "#cloud-config\nhostname: lent\n"}}))
-    .await;
+        "stringData": {"userData": "#cloud-config\nhostname: lent\n"},
+    }))
+    .unwrap();
+    Api::namespaced(c.clone(), "tenant")
+        .create(&pp, &ud)
+        .await
+        .unwrap();
     let address = sushy
         .address(peers::SUSHY_SYSTEM_0)
         .replace("redfish+http", "redfish-virtualmedia+http");
