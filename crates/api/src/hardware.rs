@@ -75,14 +75,57 @@ pub struct NicDetails {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    #[serde(default)]
+    /// Omitted when unknown: metal3's schema requires a MAC whenever the field is present.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = "[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}"))]
     pub mac: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip: Option<String>,
     #[serde(default)]
     pub speed_gbps: i64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vlans: Vec<Vlan>,
+    /// The untagged VLAN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 4094))]
+    pub vlan_id: Option<i32>,
     #[serde(default)]
     pub pxe: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lldp: Option<Lldp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_address: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Vlan {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 4094))]
+    pub id: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// What the switch at the other end of a NIC announced.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Lldp {
+    #[serde(default, rename = "switchID", skip_serializing_if = "Option::is_none")]
+    pub switch_id: Option<String>,
+    #[serde(default, rename = "portID", skip_serializing_if = "Option::is_none")]
+    pub port_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_system_name: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum DiskType {
+    #[serde(rename = "HDD")]
+    Hdd,
+    #[serde(rename = "SSD")]
+    Ssd,
+    #[serde(rename = "NVME")]
+    Nvme,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -90,11 +133,13 @@ pub struct NicDetails {
 pub struct StorageDetails {
     #[serde(default)]
     pub name: String,
+    /// Other names of the same device (e.g. /dev/disk/by-path links).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternate_names: Vec<String>,
     #[serde(default)]
     pub rotational: bool,
-    /// HDD, SSD or NVME.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
-    pub type_: Option<String>,
+    pub type_: Option<DiskType>,
     #[serde(default)]
     pub size_bytes: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -105,6 +150,10 @@ pub struct StorageDetails {
     pub serial_number: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wwn: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wwn_vendor_extension: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wwn_with_extension: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hctl: Option<String>,
 }

@@ -2,12 +2,20 @@
 
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{ObjectReference, SecretReference};
+use k8s_openapi::api::core::v1::{ObjectReference, SecretReference, Taint};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::hardware::HardwareDetails;
+use crate::host_config::{FirmwareConfig, NetworkInterface, RaidConfig};
+
+/// The BMC driver named in `bmc.address`, as a CEL expression (no scheme means IPMI).
+const DRIVER: &str =
+    "(self.bmc.address.contains('://') ? self.bmc.address.find('^[^:+]+') : 'ipmi')";
+/// Drivers that boot through PXE only: no secure boot, no hardware RAID (metal3's ipmi and libvirt).
+const PXE_ONLY: &str =
+    "(!self.bmc.address.contains('://') || self.bmc.address.matches('^(ipmi|libvirt)://'))";
 
 /// A physical server: how to reach its BMC, what power and image it should have.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -21,20 +29,34 @@ use crate::hardware::HardwareDetails;
     category = "metal3",
     namespaced,
     status = "BareMetalHostStatus",
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.operationalStatus","description":"Operational status","priority":1}"#,
     printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.provisioning.state","description":"Provisioning status"}"#,
     printcolumn = r#"{"name":"Consumer","type":"string","jsonPath":".spec.consumerRef.name","description":"Consumer using this host"}"#,
-    printcolumn = r#"{"name":"Online","type":"boolean","jsonPath":".spec.online","description":"Whether the host is online or not"}"#,
-    printcolumn = r#"{"name":"Error","type":"string","jsonPath":".status.errorType","description":"Type of the most recent error"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name":"BMC","type":"string","jsonPath":".spec.bmc.address","description":"Address of management controller","priority":1}"#,
-    validation = Rule::new("!self.metadata.name.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')").message("metadata.name must not be a UUID"),
-    validation = Rule::new("!has(oldSelf.spec.bmc) || !has(self.spec.bmc) || self.spec.bmc.address == oldSelf.spec.bmc.address || !has(oldSelf.status) || !has(oldSelf.status.provisioning) || oldSelf.status.provisioning.state in ['', 'registering', 'unmanaged'] || (has(oldSelf.status.operationalStatus) && oldSelf.status.operationalStatus == 'detached')").message("BMC address can not be changed once registered, unless the host is detached").field_path(".spec.bmc.address"),
-    validation = Rule::new("self.spec.externallyProvisioned == oldSelf.spec.externallyProvisioned || !self.spec.externallyProvisioned || !has(oldSelf.status) || !has(oldSelf.status.provisioning) || oldSelf.status.provisioning.state in ['', 'unmanaged', 'registering', 'inspecting', 'preparing', 'available', 'ready']").message("externallyProvisioned can only be set while the host is available or earlier").field_path(".spec.externallyProvisioned"),
+    printcolumn = r#"{"name":"Online","type":"string","jsonPath":".spec.online","description":"Whether the host is online or not"}"#,
+    printcolumn = r#"{"name":"Error","type":"string","jsonPath":".status.errorType","description":"Type of the most recent error"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp","description":"Time duration since creation of BaremetalHost"}"#,
+    // metal3's validating webhook, as CEL so that the rules hold on any API server; messages
+    // as metal3 words them. (Rules on annotations cannot be CEL: the controller checks those.)
+    validation = Rule::new("self.metadata.name.matches('^[A-Za-z0-9._-]+$')").message("BareMetalHost resource name cannot contain characters other than [A-Za-z0-9._-]"),
+    validation = Rule::new("!self.metadata.name.matches('^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$')").message("BareMetalHost resource name cannot be a UUID"),
+    validation = Rule::new("!has(oldSelf.spec.bmc) || !has(self.spec.bmc) || oldSelf.spec.bmc.address == '' || self.spec.bmc.address == oldSelf.spec.bmc.address || (has(oldSelf.status) && (oldSelf.status.provisioning.state in ['', 'registering', 'unmanaged'] || oldSelf.status.operationalStatus == 'detached')) || !has(oldSelf.status)").message("BMC address can not be changed if the BMH is not in the Registering state, or if the BMH is not detached").field_path(".spec.bmc.address"),
+    validation = Rule::new("self.spec.externallyProvisioned == oldSelf.spec.externallyProvisioned || !self.spec.externallyProvisioned || !has(oldSelf.status) || oldSelf.status.provisioning.state in ['available', 'ready']").message(kube::core::Message::Expression("'externallyProvisioned can only be enabled when in Available state, currently in ' + oldSelf.status.provisioning.state".into())).field_path(".spec.externallyProvisioned"),
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!has(oldSelf.bootMACAddress) || oldSelf.bootMACAddress == '' || (has(self.bootMACAddress) && self.bootMACAddress == oldSelf.bootMACAddress)").message("bootMACAddress can not be changed once it is set").field_path(".bootMACAddress"))]
-#[x_kube(validation = Rule::new("!self.disablePowerOff || self.online").message("disablePowerOff can not be combined with online: false").field_path(".online"))]
+#[x_kube(validation = Rule::new("!has(oldSelf.bootMACAddress) || oldSelf.bootMACAddress == '' || (has(self.bootMACAddress) && self.bootMACAddress.lowerAscii() == oldSelf.bootMACAddress.lowerAscii())").message("bootMACAddress can not be changed once it is set").field_path(".bootMACAddress"))]
+#[x_kube(validation = Rule::new("!self.disablePowerOff || self.online").message("node can't simultaneously have online set to false and have power off disabled").field_path(".online"))]
+// metal3 also requires the MAC whenever inspection is disabled (for Ironic's PXE port); here
+// virtual-media hosts need none, so only the drivers that always PXE-boot require it.
+#[x_kube(validation = Rule::new("(has(self.bootMACAddress) && self.bootMACAddress != '') || !has(self.bmc) || !self.bmc.address.startsWith('libvirt://')").message(kube::core::Message::Expression(format!("'BMC driver ' + {DRIVER} + ' requires a BootMACAddress value'"))).field_path(".bootMACAddress"))]
+#[x_kube(validation = Rule::new(format!("!has(self.bootMode) || self.bootMode != 'UEFISecureBoot' || !has(self.bmc) || !{PXE_ONLY}")).message(kube::core::Message::Expression(format!("'BMC driver ' + {DRIVER} + ' does not support secure boot'"))).field_path(".bootMode"))]
+#[x_kube(validation = Rule::new(format!("!has(self.raid) || !has(self.raid.hardwareRAIDVolumes) || size(self.raid.hardwareRAIDVolumes) == 0 || !has(self.bmc) || !{PXE_ONLY}")).message(kube::core::Message::Expression(format!("'BMC driver ' + {DRIVER} + ' does not support configuring RAID'"))).field_path(".raid.hardwareRAIDVolumes"))]
+#[x_kube(validation = Rule::new("!has(self.rootDeviceHints) || !has(self.raid) || !has(self.raid.softwareRAIDVolumes) || !self.raid.softwareRAIDVolumes.exists(v, has(v.rootVolume) && v.rootVolume)").message("softwareRAIDVolumes[*].rootVolume and rootDeviceHints can not be set at the same time").field_path(".raid.softwareRAIDVolumes"))]
 pub struct BareMetalHostSpec {
+    /// Taints for the corresponding Machine. metal3 never implemented them either: kept and
+    /// reported, not acted on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
     /// How to reach the baseboard management controller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bmc: Option<BmcDetails>,
@@ -44,7 +66,7 @@ pub struct BareMetalHostSpec {
         rename = "bootMACAddress",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(regex(pattern = r"^([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}$"))]
+    #[schemars(regex(pattern = "[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}"))]
     pub boot_mac_address: Option<String>,
     /// Whether the server should be powered on.
     #[serde(default)]
@@ -89,6 +111,15 @@ pub struct BareMetalHostSpec {
     pub architecture: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// RAID volumes to build while preparing the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raid: Option<RaidConfig>,
+    /// BIOS settings (deprecated by metal3; kept and reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<FirmwareConfig>,
+    /// Network configuration per NIC.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network_interfaces: Vec<NetworkInterface>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -104,7 +135,9 @@ pub struct BmcDetails {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("(has(self.format) && self.format == 'live-iso') || self.url.startsWith('oci://') || (has(self.checksum) && self.checksum != '')").message("image checksum is required unless the format is live-iso").field_path(".checksum"))]
+#[x_kube(validation = Rule::new("self.url.matches('^(http|https|ftp|gopher|oci)://[^/?#]')").message(kube::core::Message::Expression("'image URL ' + self.url + ' is invalid: the scheme must be http, https, ftp, gopher or oci'".into())).field_path(".url"))]
+#[x_kube(validation = Rule::new("!self.url.startsWith('oci://') || !has(self.checksum) || self.checksum == ''").message("spec.image.checksum must be empty for OCI images (oci:// images have embedded checksums)").field_path(".checksum"))]
+#[x_kube(validation = Rule::new("(has(self.format) && self.format == 'live-iso') || self.url.startsWith('oci://') || (has(self.checksum) && self.checksum != '')").message("checksum is required for normal images").field_path(".checksum"))]
 pub struct Image {
     pub url: String,
     /// The checksum itself, or a URL to a checksum file.
@@ -114,6 +147,9 @@ pub struct Image {
     pub checksum_type: Option<ChecksumType>,
     #[serde(default, rename = "format", skip_serializing_if = "Option::is_none")]
     pub format: Option<ImageFormat>,
+    /// Secret with credentials for an `oci://` image registry, in the host's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci_auth_secret_name: Option<String>,
 }
 
 impl Image {
@@ -181,10 +217,14 @@ pub struct CustomDeploy {
     pub method: String,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.deviceName) || self.deviceName.startsWith('/dev/')").message(kube::core::Message::Expression(r#"'device name of root device hint must be a /dev/ path, not "' + self.deviceName + '"'"#.into())).field_path(".deviceName"))]
+#[x_kube(validation = Rule::new("!has(self.deviceName) || !self.deviceName.startsWith('/dev/') || self.deviceName.matches('^/dev/(disk/by-path/)?[^/]*$')").message(kube::core::Message::Expression(r#"'device name of root device hint must be path in /dev/ or /dev/disk/by-path/, not "' + self.deviceName + '"'"#.into())).field_path(".deviceName"))]
 pub struct RootDeviceHints {
+    /// Bounded (metal3 is not) so its CEL rules fit the API server's cost budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
     pub device_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hctl: Option<String>,
@@ -195,6 +235,7 @@ pub struct RootDeviceHints {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serial_number: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub min_size_gigabytes: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wwn: Option<String>,
@@ -218,8 +259,15 @@ pub struct BareMetalHostStatus {
     pub error_message: String,
     #[serde(default)]
     pub error_count: i32,
+    /// Failed provisioning attempts in a row; at the retry limit the host stops retrying.
+    #[serde(default)]
+    pub provisioning_fail_count: i32,
+    /// The image of the last provisioning attempt, successful or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted_image: Option<Image>,
     /// RFC 3339 time of the last status change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     pub last_updated: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hardware_profile: Option<String>,
@@ -238,13 +286,17 @@ pub struct BareMetalHostStatus {
     #[serde(default)]
     pub operation_history: OperationHistory,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProvisionStatus {
+    /// A free string in metal3's schema too, so that a state either side adds later can be
+    /// stored (and reported) rather than refused.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub state: ProvisioningState,
     /// The provisioner's ID for this host.
     #[serde(default, rename = "ID")]
@@ -258,6 +310,12 @@ pub struct ProvisionStatus {
     pub boot_mode: Option<BootMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_deploy: Option<CustomDeploy>,
+    /// The RAID configuration last applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raid: Option<RaidConfig>,
+    /// The firmware settings last applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firmware: Option<FirmwareConfig>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -285,26 +343,40 @@ pub struct OperationHistory {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct OperationMetric {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time", "nullable" = true))]
     pub start: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time", "nullable" = true))]
     pub end: Option<String>,
 }
 
-/// A `metav1.Condition`.
+/// A `metav1.Condition`, with the upstream schema's bounds and patterns.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     #[serde(rename = "type")]
+    #[schemars(
+        length(max = 316),
+        regex(
+            pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+        )
+    )]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
+    #[schemars(extend("enum" = ["True", "False", "Unknown"]))]
     pub status: String,
-    #[serde(default)]
+    #[schemars(
+        length(min = 1, max = 1024),
+        regex(pattern = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    )]
     pub reason: String,
-    #[serde(default)]
+    #[schemars(length(max = 32768))]
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     pub last_transition_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub observed_generation: Option<i64>,
 }
 
@@ -392,6 +464,9 @@ pub enum OperationalStatus {
     #[default]
     #[serde(rename = "OK")]
     Ok,
+    /// Not yet known (metal3 writes it before the first reconcile).
+    #[serde(rename = "")]
+    Unknown,
     #[serde(rename = "discovered")]
     Discovered,
     #[serde(rename = "error")]
@@ -400,23 +475,32 @@ pub enum OperationalStatus {
     Delayed,
     #[serde(rename = "detached")]
     Detached,
+    /// Servicing (updates to a provisioned host) is under way.
+    #[serde(rename = "servicing")]
+    Servicing,
 }
 
 impl OperationalStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             OperationalStatus::Ok => "OK",
+            OperationalStatus::Unknown => "",
             OperationalStatus::Discovered => "discovered",
             OperationalStatus::Error => "error",
             OperationalStatus::Delayed => "delayed",
             OperationalStatus::Detached => "detached",
+            OperationalStatus::Servicing => "servicing",
         }
     }
 }
 
-/// metal3's error types, spelled as on the wire.
+/// metal3's error types, spelled as on the wire. metal3's schema has no detach error (its
+/// controller's "detach error" is refused by its own CRD): a failed detach is a registration
+/// error, the provisioner being what the host failed to leave.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub enum ErrorType {
+    #[serde(rename = "provisioned registration error")]
+    ProvisionedRegistration,
     #[serde(rename = "registration error")]
     Registration,
     #[serde(rename = "inspection error")]
@@ -425,12 +509,11 @@ pub enum ErrorType {
     Preparation,
     #[serde(rename = "provisioning error")]
     Provisioning,
-    #[serde(rename = "provisioned registration error")]
-    ProvisionedRegistration,
     #[serde(rename = "power management error")]
     PowerManagement,
-    #[serde(rename = "detach error")]
-    Detach,
+    /// A servicing step (firmware settings or updates on a provisioned host) failed.
+    #[serde(rename = "servicing error")]
+    Servicing,
 }
 
 impl ErrorType {
@@ -442,7 +525,7 @@ impl ErrorType {
             ErrorType::Provisioning => "provisioning error",
             ErrorType::ProvisionedRegistration => "provisioned registration error",
             ErrorType::PowerManagement => "power management error",
-            ErrorType::Detach => "detach error",
+            ErrorType::Servicing => "servicing error",
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod annotations;
 pub mod claim;
 pub mod hardware;
 pub mod host;
+pub mod host_config;
 
 pub use claim::{
     HostClaim, HostClaimNamespaces, HostClaimSpec, HostClaimStatus, HostDeployPolicy,
@@ -12,6 +13,7 @@ pub use claim::{
 };
 pub use hardware::*;
 pub use host::*;
+pub use host_config::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -124,10 +126,8 @@ status:
             "2f9b5c4e-aaaa-bbbb-cccc-123456789012"
         );
         assert_eq!(
-            status.hardware.as_ref().unwrap().storage[0]
-                .type_
-                .as_deref(),
-            Some("SSD")
+            status.hardware.as_ref().unwrap().storage[0].type_,
+            Some(DiskType::Ssd)
         );
         // Back to JSON: the metal3 field names survive.
         let json = serde_json::to_value(&host).unwrap();
@@ -163,15 +163,19 @@ status:
             .collect();
         assert_eq!(
             columns,
-            ["State", "Consumer", "Online", "Error", "Age", "BMC"]
+            [
+                "Status", "State", "Consumer", "BMC", "Online", "Error", "Age"
+            ]
         );
         assert_eq!(crd["spec"]["names"]["shortNames"][0], "bmh");
         assert!(version["subresources"]["status"].is_object());
         let text = crd.to_string();
         for rule in [
             "bootMACAddress can not be changed",
-            "image checksum is required",
-            "must not be a UUID",
+            "checksum is required for normal images",
+            "cannot be a UUID",
+            "does not support secure boot",
+            "rootVolume can only be set once",
         ] {
             assert!(text.contains(rule), "missing rule {rule}");
         }

@@ -19,6 +19,8 @@ pub struct ControllerConfig {
     pub delayed_retry: Duration,
     /// How often detached hosts are looked at (metal3: 10 min).
     pub detached_recheck: Duration,
+    /// Failed provisioning attempts of one image before giving up (metal3: 5; 0 = no limit).
+    pub max_provisioning_retries: u32,
     /// Retry when the provisioner reports it is not ready (metal3: 30 s).
     pub not_ready_retry: Duration,
     /// First retry after a Kubernetes API error; doubles per consecutive failure.
@@ -38,6 +40,7 @@ impl Default for ControllerConfig {
             backoff_cap: t.backoff_cap,
             delayed_retry: t.delayed_retry,
             detached_recheck: t.detached_recheck,
+            max_provisioning_retries: t.max_provisioning_retries,
             not_ready_retry: Duration::from_secs(30),
             api_error_backoff: Duration::from_millis(500),
             reporter: "ferrometal-controller".into(),
@@ -53,6 +56,7 @@ impl ControllerConfig {
             backoff_cap: self.backoff_cap,
             delayed_retry: self.delayed_retry,
             detached_recheck: self.detached_recheck,
+            max_provisioning_retries: self.max_provisioning_retries,
         }
     }
 }

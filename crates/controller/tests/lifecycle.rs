@@ -33,12 +33,12 @@ async fn register_inspect_provision_deprovision_delete() {
     );
     assert!(status.operation_history.register.end.is_some());
     assert!(status.operation_history.inspect.end.is_some());
-    let ready = status
+    let available = status
         .conditions
         .iter()
-        .find(|c| c.type_ == "Ready")
+        .find(|c| c.type_ == "AvailableForProvisioning")
         .unwrap();
-    assert_eq!(ready.status, "True");
+    assert_eq!(available.status, "True");
 
     // Inspection produced HardwareData owned by the host, and status.hardware.
     let hd: Api<HardwareData> = Api::namespaced(h.client.clone(), NS);
@@ -74,6 +74,13 @@ async fn register_inspect_provision_deprovision_delete() {
             .conditions
             .iter()
             .any(|c| c.type_ == "Provisioned" && c.status == "True")
+    );
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True" && c.reason == "Provisioned"),
+        "Ready once provisioned, as metal3"
     );
 
     // Remove the image: deprovisioned back to available (and powered on again: online).

@@ -112,6 +112,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         power_poll_interval: 30,
         concurrency: 32,
         max_busy: None,
+        max_provisioning_retries: 5,
         bmc_timeout: 5,
         error_backoff: 2,
         label_selector: None,

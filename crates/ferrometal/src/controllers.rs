@@ -46,6 +46,10 @@ pub struct ControllerArgs {
     /// protect), 20 with `ironic` and `fixture` (metal3's limit, sized for Ironic's conductor).
     #[arg(long)]
     pub max_busy: Option<usize>,
+    /// Failed provisioning attempts of one image before the host stays available with a
+    /// provisioning error (metal3's flag and default); 0 = retry forever.
+    #[arg(long, default_value_t = 5)]
+    pub max_provisioning_retries: u32,
     /// Per-request BMC timeout, in seconds.
     #[arg(long, default_value_t = 10)]
     pub bmc_timeout: u64,
@@ -98,6 +102,7 @@ impl ControllerArgs {
             concurrency: self.concurrency.max(1),
             power_poll_interval: Duration::from_secs(self.power_poll_interval.max(1)),
             backoff_base: Duration::from_secs(self.error_backoff.max(1)),
+            max_provisioning_retries: self.max_provisioning_retries,
             ..ControllerConfig::default()
         }
     }

@@ -393,17 +393,17 @@ pub fn generated_hardware(key: &str, boot_mac: Option<&str>) -> HardwareDetails 
             ip: None,
             speed_gbps: 25,
             pxe: true,
+            ..NicDetails::default()
         }],
         storage: vec![StorageDetails {
             name: "/dev/nvme0n1".into(),
             rotational: false,
-            type_: Some("NVME".into()),
+            type_: Some(ferrometal_api::DiskType::Nvme),
             size_bytes: 960_197_124_096,
             vendor: None,
             model: Some("Fixture NVMe".into()),
             serial_number: Some(format!("FXD{:08x}", (hash >> 32) as u32)),
-            wwn: None,
-            hctl: None,
+            ..StorageDetails::default()
         }],
         cpu: Some(CpuDetails {
             arch: "x86_64".into(),
@@ -630,6 +630,7 @@ mod tests {
                 checksum: None,
                 checksum_type: None,
                 format: None,
+                oci_auth_secret_name: None,
             }),
             ..Deployment::default()
         }

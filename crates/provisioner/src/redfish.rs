@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use ferrometal_api::annotations::Operation;
 use ferrometal_api::{
-    CpuDetails, HardwareDetails, HardwareSystemVendor, ImageFormat, InspectionMode, NicDetails,
-    StorageDetails,
+    CpuDetails, DiskType, HardwareDetails, HardwareSystemVendor, ImageFormat, InspectionMode,
+    NicDetails, StorageDetails,
 };
 use ferrometal_bmc::{
     Bmc, BmcAddress, BmcError, BmcOptions, BootDevice, BootMode, BootOverride, Inventory,
@@ -465,6 +465,7 @@ pub fn hardware_details(inv: &Inventory, boot_mac: Option<&str>) -> Result<Hardw
             pxe: boot_mac
                 .as_deref()
                 .is_some_and(|b| b == n.mac.to_ascii_lowercase()),
+            ..NicDetails::default()
         })
         .collect();
     let storage = inv
@@ -472,26 +473,25 @@ pub fn hardware_details(inv: &Inventory, boot_mac: Option<&str>) -> Result<Hardw
         .iter()
         .map(|d| {
             let kind = if d.protocol.eq_ignore_ascii_case("nvme") {
-                Some("NVME")
+                Some(DiskType::Nvme)
             } else if d.media_type.eq_ignore_ascii_case("ssd") {
-                Some("SSD")
+                Some(DiskType::Ssd)
             } else if d.media_type.eq_ignore_ascii_case("hdd") {
-                Some("HDD")
+                Some(DiskType::Hdd)
             } else {
                 None
             };
             let text = |s: &str| (!s.is_empty()).then(|| s.to_string());
             StorageDetails {
                 name: d.name.clone(),
-                rotational: kind == Some("HDD"),
-                type_: kind.map(String::from),
+                rotational: kind == Some(DiskType::Hdd),
+                type_: kind,
                 size_bytes: i64::try_from(d.size_bytes).unwrap_or(i64::MAX),
                 // The BMC client reports no drive manufacturer.
                 vendor: None,
                 model: text(&d.model),
                 serial_number: text(&d.serial_number),
-                wwn: None,
-                hctl: None,
+                ..StorageDetails::default()
             }
         })
         .collect();
@@ -794,6 +794,7 @@ mod tests {
                 checksum: None,
                 checksum_type: None,
                 format,
+                oci_auth_secret_name: None,
             }),
             ..Deployment::default()
         }
@@ -929,9 +930,16 @@ mod tests {
         let kinds: Vec<_> = hw
             .storage
             .iter()
-            .map(|s| (s.type_.as_deref().unwrap(), s.rotational))
+            .map(|s| (s.type_.unwrap(), s.rotational))
             .collect();
-        assert_eq!(kinds, [("NVME", false), ("HDD", true), ("SSD", false)]);
+        assert_eq!(
+            kinds,
+            [
+                (DiskType::Nvme, false),
+                (DiskType::Hdd, true),
+                (DiskType::Ssd, false)
+            ]
+        );
         assert_eq!(hw.storage[1].model, None);
         assert_eq!(hw.storage[0].serial_number.as_deref(), Some("D0"));
         let vendor = hw.system_vendor.unwrap();

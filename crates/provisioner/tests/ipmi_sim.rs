@@ -85,6 +85,7 @@ async fn ipmi_hosts_get_power_and_boot_management_but_no_images() {
             checksum: None,
             checksum_type: None,
             format: Some(ImageFormat::LiveIso),
+            oci_auth_secret_name: None,
         }),
         ..Deployment::default()
     };

@@ -59,6 +59,7 @@ async fn ipmi_register_and_power_through_ironic() {
             checksum: None,
             checksum_type: None,
             format: Some(ImageFormat::LiveIso),
+            oci_auth_secret_name: None,
         }),
         ..Deployment::default()
     };

@@ -46,6 +46,7 @@ fn live_iso(url: &str) -> Deployment {
             checksum: None,
             checksum_type: None,
             format: Some(ImageFormat::LiveIso),
+            oci_auth_secret_name: None,
         }),
         ..Deployment::default()
     }

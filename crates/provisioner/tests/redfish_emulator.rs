@@ -65,6 +65,7 @@ fn live_iso() -> Deployment {
             checksum: None,
             checksum_type: None,
             format: Some(ImageFormat::LiveIso),
+            oci_auth_secret_name: None,
         }),
         ..Deployment::default()
     }
@@ -154,7 +155,7 @@ async fn inspection_fills_hardware_details_from_the_inventory() {
     assert!(
         hw.storage
             .iter()
-            .all(|s| s.type_.as_deref() == Some("NVME"))
+            .all(|s| s.type_ == Some(ferrometal_api::DiskType::Nvme))
     );
     assert_eq!(hw.storage[0].size_bytes, 960_197_124_096);
     assert_eq!(
@@ -175,14 +176,14 @@ async fn inspection_fills_hardware_details_from_the_inventory() {
     let kinds: Vec<_> = hw
         .storage
         .iter()
-        .map(|s| (s.type_.clone().unwrap(), s.rotational))
+        .map(|s| (s.type_.unwrap(), s.rotational))
         .collect();
     assert_eq!(
         kinds,
         [
-            ("SSD".to_string(), false),
-            ("HDD".to_string(), true),
-            ("HDD".to_string(), true)
+            (ferrometal_api::DiskType::Ssd, false),
+            (ferrometal_api::DiskType::Hdd, true),
+            (ferrometal_api::DiskType::Hdd, true)
         ]
     );
 

@@ -107,6 +107,7 @@ async fn provision_power_and_operations_against_sushy_tools() {
             checksum: None,
             checksum_type: None,
             format: Some(ImageFormat::LiveIso),
+            oci_auth_secret_name: None,
         }),
         ..Deployment::default()
     };

@@ -22,8 +22,6 @@ use ferrometal_provisioner::{PowerOffMode, ProvisionerError, Registration};
 use k8s_openapi::api::core::v1::SecretReference;
 use k8s_openapi::jiff::Timestamp;
 
-use super::status::set_condition;
-
 /// What the reconciler found when reading the BMC credentials Secret.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CredentialsObservation {
@@ -97,6 +95,9 @@ pub struct Timing {
     pub backoff_cap: Duration,
     pub delayed_retry: Duration,
     pub detached_recheck: Duration,
+    /// Failed provisioning attempts of one image before the host stops trying (metal3's
+    /// `--max-provisioning-retries`); 0 = no limit.
+    pub max_provisioning_retries: u32,
 }
 
 impl Default for Timing {
@@ -107,6 +108,7 @@ impl Default for Timing {
             backoff_cap: Duration::from_secs(30 * 60),
             delayed_retry: Duration::from_secs(30),
             detached_recheck: Duration::from_secs(600),
+            max_provisioning_retries: 5,
         }
     }
 }
@@ -687,7 +689,12 @@ impl<'a, 'b> Engine<'a, 'b> {
                 self.requeue(self.input.timing.detached_recheck)
             }
             Outcome::Waiting { requeue_after, .. } => self.waiting(requeue_after),
-            Outcome::Failed(e) => self.fail_with(ErrorType::Detach, &e),
+            Outcome::Failed(e) => {
+                // No "detach error" in metal3's schema: the host failed to leave its
+                // provisioner, a registration error; removing the annotation re-registers it.
+                let message = format!("detach failed: {}", e.message);
+                self.fail(self.registration_error_type(), message, e.kind.as_str())
+            }
             _ => self.unexpected(),
         }
     }
@@ -932,7 +939,29 @@ impl<'a, 'b> Engine<'a, 'b> {
             self.remove_annotation(ann::INSPECT);
             return self.go(S::Inspecting);
         }
+        if self.spec().image.as_ref().is_none_or(|i| i.url.is_empty())
+            && self.st.provisioning_fail_count > 0
+        {
+            // metal3: removing the image forgets the failed attempts.
+            self.st.provisioning_fail_count = 0;
+            self.st.last_attempted_image = None;
+        }
         if self.has_deployment() {
+            if self.st.last_attempted_image != self.spec().image {
+                // A different image gets a fresh set of attempts.
+                self.st.provisioning_fail_count = 0;
+            }
+            let limit = self.input.timing.max_provisioning_retries;
+            let failed = u32::try_from(self.st.provisioning_fail_count).unwrap_or(0);
+            if limit > 0 && failed >= limit {
+                let message = format!(
+                    "provisioning failed {failed} times, retry limit ({limit}) reached; change image or reset provisioningFailCount to retry"
+                );
+                if self.st.error_message == message {
+                    return self.steady_state();
+                }
+                return self.fail(ErrorType::Provisioning, message, "retry_limit");
+            }
             return self.go(S::Provisioning);
         }
         if self.state() == S::Ready {
@@ -973,9 +1002,13 @@ impl<'a, 'b> Engine<'a, 'b> {
             return self.fail(ErrorType::Provisioning, message, "invalid_input");
         }
         self.acquire_capacity(Op::Provision)?;
+        if self.spec().image.is_some() {
+            self.st.last_attempted_image = self.spec().image.clone();
+        }
         match self.call(Call::Provision)? {
             Outcome::Done => {
                 self.clear_error();
+                self.st.provisioning_fail_count = 0;
                 let spec = self.spec();
                 self.st.provisioning.image = spec.image.clone();
                 self.st.provisioning.custom_deploy = spec.custom_deploy.clone();
@@ -992,7 +1025,18 @@ impl<'a, 'b> Engine<'a, 'b> {
                 self.go(S::Provisioned)
             }
             Outcome::Waiting { requeue_after, .. } => self.waiting(requeue_after),
-            Outcome::Failed(e) => self.fail_with(ErrorType::Provisioning, &e),
+            Outcome::Failed(e) => {
+                self.st.provisioning_fail_count = self.st.provisioning_fail_count.saturating_add(1);
+                let limit = self.input.timing.max_provisioning_retries;
+                let failed = u32::try_from(self.st.provisioning_fail_count).unwrap_or(0);
+                if limit > 0 && failed >= limit && self.spec().image.is_some() {
+                    // At the limit the host is deprovisioned back to available and stays
+                    // there with the error (metal3), instead of retrying forever.
+                    self.warning("ProvisioningError", e.message.clone());
+                    return self.go(S::Deprovisioning);
+                }
+                self.fail_with(ErrorType::Provisioning, &e)
+            }
             _ => self.unexpected(),
         }
     }
@@ -1322,6 +1366,15 @@ impl<'a, 'b> Engine<'a, 'b> {
     fn finish(mut self) -> Decision {
         let mut st = std::mem::take(&mut self.st);
         update_conditions(&mut st, self.input.generation, self.input.now);
+        let now = rfc3339(self.input.now);
+        if let Some(message) = super::conditions::update_not_acted_on(
+            &mut st,
+            self.input.spec,
+            self.input.generation,
+            &now,
+        ) {
+            self.warning("FieldsNotActedOn", message);
+        }
         let original = self.input.status.cloned().unwrap_or_default();
         let mut unstamped = st.clone();
         unstamped.last_updated = original.last_updated.clone();
@@ -1340,53 +1393,9 @@ impl<'a, 'b> Engine<'a, 'b> {
     }
 }
 
-/// Keeps the `Ready` and `Provisioned` conditions consistent with the rest of the status.
+/// Keeps the conditions consistent with the rest of the status, as metal3 computes them.
 pub fn update_conditions(st: &mut BareMetalHostStatus, generation: Option<i64>, now: Timestamp) {
-    use ProvisioningState as S;
-    let now = rfc3339(now);
-    let state = st.provisioning.state;
-    let steady = matches!(
-        state,
-        S::Available | S::Provisioned | S::ExternallyProvisioned
-    );
-    let (ready, reason, message) = if let Some(t) = st.error_type {
-        (
-            false,
-            "Error".to_string(),
-            format!("{}: {}", t.as_str(), st.error_message),
-        )
-    } else if st.operational_status == OperationalStatus::Detached {
-        (false, "Detached".into(), "host is detached".into())
-    } else if st.operational_status == OperationalStatus::Delayed {
-        (false, "Delayed".into(), format!("{state} delayed"))
-    } else if steady {
-        (true, pascal(state), String::new())
-    } else {
-        (false, pascal(state), format!("host is {state}"))
-    };
-    set_condition(
-        &mut st.conditions,
-        "Ready",
-        ready,
-        &reason,
-        &message,
-        &now,
-        generation,
-    );
-    let provisioned = matches!(state, S::Provisioned | S::ExternallyProvisioned);
-    set_condition(
-        &mut st.conditions,
-        "Provisioned",
-        provisioned,
-        if provisioned {
-            "Provisioned"
-        } else {
-            "NotProvisioned"
-        },
-        "",
-        &now,
-        generation,
-    );
+    super::conditions::update(st, generation, &rfc3339(now));
 }
 
 /// The condition of type `type_`, if set.

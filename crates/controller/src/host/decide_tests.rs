@@ -28,6 +28,7 @@ fn timing() -> Timing {
         backoff_cap: Duration::from_secs(600),
         delayed_retry: Duration::from_secs(30),
         detached_recheck: Duration::from_secs(600),
+        max_provisioning_retries: 5,
     }
 }
 
@@ -49,6 +50,7 @@ fn image(url: &str) -> Image {
         checksum: None,
         checksum_type: None,
         format: Some(ImageFormat::LiveIso),
+        oci_auth_secret_name: None,
     }
 }
 
@@ -848,6 +850,71 @@ fn errors_and_credentials() {
             |d| {
                 assert_eq!(st(d).error_type, Some(ErrorType::Provisioning));
                 assert_eq!(st(d).provisioning.state, S::Provisioning);
+                assert_eq!(st(d).provisioning_fail_count, 1);
+                assert_eq!(
+                    st(d).last_attempted_image.as_ref().map(|i| i.url.as_str()),
+                    Some("http://img/a.iso")
+                );
+            },
+        ),
+        case(
+            "the failure reaching the retry limit → deprovisioning",
+            with(fx(S::Provisioning), |f| {
+                f.spec.image = Some(image("http://img/a.iso"));
+                f.status_mut().operation_history.provision.start = Some("t".into());
+                f.status_mut().provisioning_fail_count = 4;
+            }),
+            Some(Call::Provision),
+            Some(failed(ErrorKind::Failed, "deploy failed")),
+            |d| {
+                assert_eq!(st(d).provisioning_fail_count, 5);
+                assert_eq!(st(d).provisioning.state, S::Deprovisioning);
+            },
+        ),
+        case(
+            "available at the retry limit with the same image → stays, error says why",
+            with(fx(S::Available), |f| {
+                f.spec.image = Some(image("http://img/a.iso"));
+                f.status_mut().provisioning_fail_count = 5;
+                f.status_mut().last_attempted_image = Some(image("http://img/a.iso"));
+            }),
+            None,
+            None,
+            |d| {
+                assert_eq!(st(d).provisioning.state, S::Available);
+                assert_eq!(st(d).error_type, Some(ErrorType::Provisioning));
+                assert_eq!(
+                    st(d).error_message,
+                    "provisioning failed 5 times, retry limit (5) reached; change image or reset provisioningFailCount to retry"
+                );
+                assert_eq!(d.call, None);
+            },
+        ),
+        case(
+            "available at the retry limit with another image → provisions again",
+            with(fx(S::Available), |f| {
+                f.spec.image = Some(image("http://img/b.iso"));
+                f.status_mut().provisioning_fail_count = 5;
+                f.status_mut().last_attempted_image = Some(image("http://img/a.iso"));
+            }),
+            None,
+            None,
+            |d| {
+                assert_eq!(st(d).provisioning.state, S::Provisioning);
+                assert_eq!(st(d).provisioning_fail_count, 0);
+            },
+        ),
+        case(
+            "image removed → failed attempts forgotten",
+            with(fx(S::Available), |f| {
+                f.status_mut().provisioning_fail_count = 5;
+                f.status_mut().last_attempted_image = Some(image("http://img/a.iso"));
+            }),
+            None,
+            None,
+            |d| {
+                assert_eq!(st(d).provisioning_fail_count, 0);
+                assert_eq!(st(d).last_attempted_image, None);
             },
         ),
     ]);
@@ -1006,11 +1073,22 @@ fn annotations() {
             |d| assert_eq!(st(d).operational_status, OperationalStatus::Detached),
         ),
         case(
-            "detach failure → detach error",
+            "detach failure → registration error (metal3's schema has no detach error)",
             fx(S::Available).ann(ann::DETACHED, ""),
             Some(Call::Detach),
             Some(failed(ErrorKind::Failed, "busy")),
-            |d| assert_eq!(st(d).error_type, Some(ErrorType::Detach)),
+            |d| {
+                assert_eq!(st(d).error_type, Some(ErrorType::Registration));
+                assert_eq!(st(d).error_message, "detach failed: busy");
+                assert_eq!(st(d).operational_status, OperationalStatus::Error);
+            },
+        ),
+        case(
+            "detach failure of a provisioned host → provisioned registration error",
+            fx(S::Provisioned).ann(ann::DETACHED, ""),
+            Some(Call::Detach),
+            Some(failed(ErrorKind::Failed, "busy")),
+            |d| assert_eq!(st(d).error_type, Some(ErrorType::ProvisionedRegistration)),
         ),
         case(
             "annotation removed → re-attach (register) and resume",
@@ -1376,8 +1454,17 @@ fn conditions_follow_state() {
     let f = with(fx(S::Preparing), |_| {});
     let d = decide(&f.input(Some((Call::Prepare, Outcome::Done))));
     let s = st(&d);
+    // Available: available for provisioning, but not Ready (metal3: Ready means provisioned).
+    let available = condition(&s.conditions, "AvailableForProvisioning").unwrap();
+    assert_eq!(
+        (available.status.as_str(), available.reason.as_str()),
+        ("True", "Available")
+    );
     let ready = condition(&s.conditions, "Ready").unwrap();
-    assert_eq!(ready.status, "True");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "NotProvisioned")
+    );
     let provisioned = condition(&s.conditions, "Provisioned").unwrap();
     assert_eq!(provisioned.status, "False");
     assert!(s.last_updated.as_deref() == Some("2026-01-01T00:00:00Z"));

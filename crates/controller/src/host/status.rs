@@ -7,13 +7,12 @@ use serde_json::{Map, Value};
 pub fn set_condition(
     conditions: &mut Vec<Condition>,
     type_: &str,
-    ok: bool,
+    status: &str,
     reason: &str,
     message: &str,
     now: &str,
     generation: Option<i64>,
 ) {
-    let status = if ok { "True" } else { "False" };
     match conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(c) => {
             if c.status != status {
@@ -84,10 +83,10 @@ mod tests {
     #[test]
     fn condition_transition_time_moves_only_on_flip() {
         let mut c = Vec::new();
-        set_condition(&mut c, "Ready", false, "Registering", "", "t1", Some(1));
-        set_condition(&mut c, "Ready", false, "Inspecting", "", "t2", Some(1));
+        set_condition(&mut c, "Ready", "False", "Registering", "", "t1", Some(1));
+        set_condition(&mut c, "Ready", "False", "Inspecting", "", "t2", Some(1));
         assert_eq!(c[0].last_transition_time.as_deref(), Some("t1"));
-        set_condition(&mut c, "Ready", true, "Available", "", "t3", Some(1));
+        set_condition(&mut c, "Ready", "True", "Available", "", "t3", Some(1));
         assert_eq!(c[0].last_transition_time.as_deref(), Some("t3"));
         assert_eq!(c[0].status, "True");
     }

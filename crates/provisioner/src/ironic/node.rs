@@ -3,7 +3,7 @@
 //! inspection inventory back into `HardwareDetails`. No I/O here, so all of it is unit-tested.
 
 use ferrometal_api::{
-    AutomatedCleaningMode, BootMode, ChecksumType, CpuDetails, HardwareDetails,
+    AutomatedCleaningMode, BootMode, ChecksumType, CpuDetails, DiskType, HardwareDetails,
     HardwareSystemVendor, ImageFormat, NicDetails, RootDeviceHints, StorageDetails,
 };
 use ferrometal_bmc::{Flavour, PowerState};
@@ -435,7 +435,9 @@ pub fn hardware_details(
                 ip: text(i.get("ipv4_address")).or_else(|| text(i.get("ipv6_address"))),
                 speed_gbps: i.get("speed_mbps").and_then(as_i64_loose).unwrap_or(0) / 1000,
                 pxe: boot_mac.as_deref().or(pxe_mac.as_deref()) == Some(lower.as_str()),
+                pci_address: text(i.get("pci_address")),
                 mac,
+                ..NicDetails::default()
             })
         })
         .collect();
@@ -457,22 +459,25 @@ pub fn hardware_details(
                 .unwrap_or(false);
             let name = text(d.get("name")).unwrap_or_default();
             let kind = if name.contains("nvme") {
-                "NVME"
+                DiskType::Nvme
             } else if rotational {
-                "HDD"
+                DiskType::Hdd
             } else {
-                "SSD"
+                DiskType::Ssd
             };
             StorageDetails {
                 name,
                 rotational,
-                type_: Some(kind.into()),
+                type_: Some(kind),
                 size_bytes: d.get("size").and_then(as_i64_loose).unwrap_or(0),
                 vendor: text(d.get("vendor")),
                 model: text(d.get("model")),
                 serial_number: text(d.get("serial")),
                 wwn: text(d.get("wwn")),
+                wwn_vendor_extension: text(d.get("wwn_vendor_extension")),
+                wwn_with_extension: text(d.get("wwn_with_extension")),
                 hctl: text(d.get("hctl")),
+                ..StorageDetails::default()
             }
         })
         .collect();
@@ -596,6 +601,7 @@ mod tests {
                 checksum: checksum.map(|c| c.0.into()),
                 checksum_type: checksum.map(|c| c.1),
                 format,
+                oci_auth_secret_name: None,
             }),
             ..Deployment::default()
         }
@@ -742,8 +748,8 @@ mod tests {
         assert_eq!(hw.ram_mebibytes, 32768);
         assert!(hw.nics[0].pxe && !hw.nics[1].pxe);
         assert_eq!(hw.nics[0].speed_gbps, 10);
-        assert_eq!(hw.storage[0].type_.as_deref(), Some("HDD"));
-        assert_eq!(hw.storage[1].type_.as_deref(), Some("NVME"));
+        assert_eq!(hw.storage[0].type_, Some(DiskType::Hdd));
+        assert_eq!(hw.storage[1].type_, Some(DiskType::Nvme));
         assert_eq!(
             hw.system_vendor.unwrap().product_name.as_deref(),
             Some("R1")

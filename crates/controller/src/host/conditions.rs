@@ -1,0 +1,438 @@
+//! A host's conditions, computed from the rest of its status exactly as metal3's
+//! baremetal-operator computes them: Manageable, AvailableForProvisioning, Provisioned, Ready,
+//! Progressing and Healthy, with metal3's reasons. Pure, so the whole table is tested below.
+
+use ferrometal_api::{
+    BareMetalHostSpec, BareMetalHostStatus, OperationalStatus, ProvisioningState,
+};
+
+use super::status::set_condition;
+
+pub const MANAGEABLE: &str = "Manageable";
+pub const AVAILABLE_FOR_PROVISIONING: &str = "AvailableForProvisioning";
+pub const PROVISIONED: &str = "Provisioned";
+pub const READY: &str = "Ready";
+pub const PROGRESSING: &str = "Progressing";
+pub const HEALTHY: &str = "Healthy";
+
+/// ferrometal's own condition: present (True) while the spec holds metal3 fields no
+/// provisioner here acts on; they are kept in the object, never pruned, and named here.
+pub const FIELDS_NOT_ACTED_ON: &str = "ferrometal.io/FieldsNotActedOn";
+
+/// What in `spec` is kept but not acted on, as one message; `None` when everything is.
+pub fn not_acted_on(spec: &BareMetalHostSpec) -> Option<String> {
+    let mut out = Vec::new();
+    if spec.raid.as_ref().is_some_and(|r| r.is_requested()) {
+        out.push("spec.raid: RAID volumes are not built by the redfish or ironic provisioner");
+    }
+    if spec.firmware.as_ref().is_some_and(|f| f.is_requested()) {
+        out.push("spec.firmware: deprecated by metal3 (no driver applies it); not applied");
+    }
+    if !spec.taints.is_empty() {
+        out.push("spec.taints: never implemented by metal3; kept, not applied");
+    }
+    if !spec.network_interfaces.is_empty() {
+        out.push("spec.networkInterfaces: kept for network controllers; no switch is configured");
+    }
+    if spec
+        .image
+        .as_ref()
+        .is_some_and(|i| i.oci_auth_secret_name.is_some())
+    {
+        out.push(
+            "spec.image.ociAuthSecretName: oci:// images are not deployed by these provisioners",
+        );
+    }
+    (!out.is_empty()).then(|| out.join("; "))
+}
+
+/// Sets or removes [`FIELDS_NOT_ACTED_ON`]; returns the message when it changed (for an Event).
+pub fn update_not_acted_on(
+    st: &mut BareMetalHostStatus,
+    spec: &BareMetalHostSpec,
+    generation: Option<i64>,
+    now: &str,
+) -> Option<String> {
+    let before = st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == FIELDS_NOT_ACTED_ON)
+        .map(|c| c.message.clone());
+    let now_msg = not_acted_on(spec);
+    match &now_msg {
+        Some(m) => set_condition(
+            &mut st.conditions,
+            FIELDS_NOT_ACTED_ON,
+            T,
+            "FieldsNotActedOn",
+            m,
+            now,
+            generation,
+        ),
+        None => st.conditions.retain(|c| c.type_ != FIELDS_NOT_ACTED_ON),
+    }
+    now_msg.filter(|m| before.as_deref() != Some(m.as_str()))
+}
+
+/// One condition's value: (status, reason). metal3 sets no message on these.
+type Value = (&'static str, &'static str);
+
+const T: &str = "True";
+const F: &str = "False";
+const U: &str = "Unknown";
+
+/// The six conditions for a status, in metal3's order.
+pub fn compute(st: &BareMetalHostStatus) -> [(&'static str, Value); 5] {
+    use ProvisioningState as S;
+    let progressing = |reason| -> [Value; 5] {
+        [
+            (T, "Manageable"),
+            (F, "NotAvailable"),
+            (F, "NotProvisioned"),
+            (F, "NotProvisioned"),
+            (T, reason),
+        ]
+    };
+    let mut v: [Value; 5] = match st.provisioning.state {
+        S::None | S::Unmanaged => [
+            (F, "NotManaged"),
+            (F, "NotAvailable"),
+            (F, "NotProvisioned"),
+            (F, "NotProvisioned"),
+            (F, "NotProgressing"),
+        ],
+        S::Registering => {
+            let manageable = if st.operational_status == OperationalStatus::Error {
+                "RegistrationFailed"
+            } else {
+                "Registering"
+            };
+            [
+                (F, manageable),
+                (F, "NotAvailable"),
+                (F, "NotProvisioned"),
+                (F, "NotProvisioned"),
+                (T, "Registering"),
+            ]
+        }
+        S::Inspecting | S::MatchProfile => progressing("Inspecting"),
+        S::Preparing => progressing("Preparing"),
+        S::Ready | S::Available => [
+            (T, "Manageable"),
+            (T, "Available"),
+            (F, "NotProvisioned"),
+            (F, "NotProvisioned"),
+            (F, "NotProgressing"),
+        ],
+        S::Provisioning => progressing("Provisioning"),
+        S::Provisioned | S::ExternallyProvisioned => [
+            (T, "Manageable"),
+            (F, "NotAvailable"),
+            (T, "Provisioned"),
+            (T, "Provisioned"),
+            (F, "NotProgressing"),
+        ],
+        S::Deprovisioning => progressing("Deprovisioning"),
+        S::PoweringOffBeforeDelete => progressing("PoweringOffBeforeDelete"),
+        S::Deleting => progressing("Deleting"),
+    };
+    // The operational status overrides Ready (and Progressing when detached), after the table.
+    match st.operational_status {
+        OperationalStatus::Error => v[3] = (F, "Error"),
+        OperationalStatus::Servicing => v[3] = (F, "Servicing"),
+        OperationalStatus::Detached => {
+            v[3] = (F, "Detached");
+            v[4] = (F, "Detached");
+        }
+        OperationalStatus::Ok
+        | OperationalStatus::Unknown
+        | OperationalStatus::Discovered
+        | OperationalStatus::Delayed => {}
+    }
+    [
+        (MANAGEABLE, v[0]),
+        (AVAILABLE_FOR_PROVISIONING, v[1]),
+        (PROVISIONED, v[2]),
+        (READY, v[3]),
+        (PROGRESSING, v[4]),
+    ]
+}
+
+/// Sets the conditions on `st`; `lastTransitionTime` moves only when a status flips. Healthy
+/// comes from the provisioner's health report in metal3 (Ironic's node health); no backend
+/// reports one here, so it is Unknown, set once and never overwritten.
+pub fn update(st: &mut BareMetalHostStatus, generation: Option<i64>, now: &str) {
+    for (type_, (status, reason)) in compute(st) {
+        set_condition(
+            &mut st.conditions,
+            type_,
+            status,
+            reason,
+            "",
+            now,
+            generation,
+        );
+    }
+    if !st.conditions.iter().any(|c| c.type_ == HEALTHY) {
+        set_condition(
+            &mut st.conditions,
+            HEALTHY,
+            U,
+            "Unknown",
+            "",
+            now,
+            generation,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ProvisioningState as S;
+
+    fn status(state: S, op: OperationalStatus) -> BareMetalHostStatus {
+        let mut st = BareMetalHostStatus::default();
+        st.provisioning.state = state;
+        st.operational_status = op;
+        st
+    }
+
+    /// metal3's table: state → Manageable, AvailableForProvisioning, Provisioned, Ready,
+    /// Progressing (status letter and reason).
+    #[test]
+    fn every_state_as_metal3() {
+        use OperationalStatus::Ok;
+        let table: &[(S, [&str; 5])] = &[
+            (
+                S::None,
+                [
+                    "F NotManaged",
+                    "F NotAvailable",
+                    "F NotProvisioned",
+                    "F NotProvisioned",
+                    "F NotProgressing",
+                ],
+            ),
+            (
+                S::Unmanaged,
+                [
+                    "F NotManaged",
+                    "F NotAvailable",
+                    "F NotProvisioned",
+                    "F NotProvisioned",
+                    "F NotProgressing",
+                ],
+            ),
+            (
+                S::Registering,
+                [
+                    "F Registering",
+                    "F NotAvailable",
+                    "F NotProvisioned",
+                    "F NotProvisioned",
+                    "T Registering",
+                ],
+            ),
+            (
+                S::Inspecting,
+                [
+                    "T Manageable",
+                    "F NotAvailable",
+                    "F NotProvisioned",
+                    "F NotProvisioned",
+                    "T Inspecting",
+                ],
+            ),
+            (
+                S::MatchProfile,
+                [
+                    "T Manageable",
+                    "F NotAvailable",
+                    "F NotProvisioned",
+                    "F NotProvisioned",
+                    "T Inspecting",
+                ],
+            ),
+            (
+                S::Preparing,
+                [
+                    "T Manageable",
+                    "F NotAvailable",
+                    "F NotProvisioned",
+                    "F NotProvisioned",
+                    "T Preparing",
+                ],
+            ),
+            (
+                S::Available,
+                [
+                    "T Manageable",
+                    "T Available",
+                    "F NotProvisioned",
+                    "F NotProvisioned",
+                    "F NotProgressing",
+                ],
+            ),
+            (
+                S::Ready,
+                [
+                    "T Manageable",
+                    "T Available",
+                    "F NotProvisioned",
+                    "F NotProvisioned",
+                    "F NotProgressing",
+                ],
+            ),
+            (
+                S::Provisioning,
+                [
+                    "T Manageable",
+                    "F NotAvailable",
+                    "F NotProvisioned",
+                    "F NotProvisioned",
+                    "T Provisioning",
+                ],
+            ),
+            (
+                S::Provisioned,
+                [
+                    "T Manageable",
+                    "F NotAvailable",
+                    "T Provisioned",
+                    "T Provisioned",
+                    "F NotProgressing",
+                ],
+            ),
+            (
+                S::ExternallyProvisioned,
+                [
+                    "T Manageable",
+                    "F NotAvailable",
+                    "T Provisioned",
+                    "T Provisioned",
+                    "F NotProgressing",
+                ],
+            ),
+            (
+                S::Deprovisioning,
+                [
+                    "T Manageable",
+                    "F NotAvailable",
+                    "F NotProvisioned",
+                    "F NotProvisioned",
+                    "T Deprovisioning",
+                ],
+            ),
+            (
+                S::PoweringOffBeforeDelete,
+                [
+                    "T Manageable",
+                    "F NotAvailable",
+                    "F NotProvisioned",
+                    "F NotProvisioned",
+                    "T PoweringOffBeforeDelete",
+                ],
+            ),
+            (
+                S::Deleting,
+                [
+                    "T Manageable",
+                    "F NotAvailable",
+                    "F NotProvisioned",
+                    "F NotProvisioned",
+                    "T Deleting",
+                ],
+            ),
+        ];
+        assert_eq!(table.len(), S::ALL.len(), "every state is in the table");
+        for (state, want) in table {
+            let got: Vec<String> = compute(&status(*state, Ok))
+                .iter()
+                .map(|(_, (s, r))| format!("{} {r}", &s[..1]))
+                .collect();
+            assert_eq!(got, want, "{state}");
+        }
+    }
+
+    #[test]
+    fn operational_status_overrides_ready() {
+        use OperationalStatus as O;
+        let ready = |state, op| compute(&status(state, op))[3].1;
+        assert_eq!(ready(S::Provisioned, O::Error), (F, "Error"));
+        assert_eq!(ready(S::Provisioned, O::Servicing), (F, "Servicing"));
+        assert_eq!(ready(S::Provisioned, O::Detached), (F, "Detached"));
+        assert_eq!(ready(S::Provisioned, O::Delayed), (T, "Provisioned"));
+        // An available host in error stays available for provisioning (as metal3).
+        let c = compute(&status(S::Available, O::Error));
+        assert_eq!(c[1].1, (T, "Available"));
+        let detached = compute(&status(S::Provisioned, O::Detached));
+        assert_eq!(detached[4].1, (F, "Detached"));
+        assert_eq!(
+            compute(&status(S::Registering, O::Error))[0].1,
+            (F, "RegistrationFailed")
+        );
+    }
+
+    #[test]
+    fn fields_not_acted_on_are_named_once_and_cleared() {
+        let mut spec = BareMetalHostSpec::default();
+        let mut st = status(S::Available, OperationalStatus::Ok);
+        assert_eq!(update_not_acted_on(&mut st, &spec, None, "t"), None);
+        spec.taints.push(Default::default());
+        spec.raid = Some(ferrometal_api::RaidConfig {
+            hardware_raid_volumes: Some(vec![]),
+            software_raid_volumes: None,
+        });
+        let first = update_not_acted_on(&mut st, &spec, None, "t").unwrap();
+        assert!(
+            first.contains("spec.raid") && first.contains("spec.taints"),
+            "{first}"
+        );
+        assert_eq!(
+            update_not_acted_on(&mut st, &spec, None, "t"),
+            None,
+            "no second Event"
+        );
+        let c = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == FIELDS_NOT_ACTED_ON)
+            .unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.message.as_str()),
+            ("True", first.as_str())
+        );
+        spec = BareMetalHostSpec::default();
+        update_not_acted_on(&mut st, &spec, None, "t");
+        assert!(st.conditions.is_empty());
+    }
+
+    #[test]
+    fn update_sets_six_and_keeps_transition_times() {
+        let mut st = status(S::Available, OperationalStatus::Ok);
+        update(&mut st, Some(1), "t1");
+        assert_eq!(st.conditions.len(), 6);
+        let ready = |st: &BareMetalHostStatus| {
+            st.conditions
+                .iter()
+                .find(|c| c.type_ == READY)
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(ready(&st).status, "False");
+        st.provisioning.state = S::Provisioning;
+        update(&mut st, Some(1), "t2");
+        assert_eq!(ready(&st).last_transition_time.as_deref(), Some("t1"));
+        st.provisioning.state = S::Provisioned;
+        update(&mut st, Some(2), "t3");
+        assert_eq!(ready(&st).status, "True");
+        assert_eq!(ready(&st).last_transition_time.as_deref(), Some("t3"));
+        assert_eq!(ready(&st).observed_generation, Some(2));
+        let healthy = st.conditions.iter().find(|c| c.type_ == HEALTHY).unwrap();
+        assert_eq!(
+            (healthy.status.as_str(), healthy.reason.as_str()),
+            ("Unknown", "Unknown")
+        );
+    }
+}
