@@ -69,6 +69,7 @@ mc_enable 0x20
 EMU
   ipmi_sim -c "$dir/lan.conf" -f "$dir/bmc.emu" -s "$dir/state" -n </dev/null >"$dir/ipmi_sim.log" 2>&1 &
   echo $! >"$dir/pid"
+  stop_with_owner "$dir/pid"
   echo "$port" >"$dir/port"
   # UDP: no listener to probe; ask the simulator itself until it answers.
   for _ in $(seq 1 50); do

@@ -115,6 +115,7 @@ CONF
   fi
   "$VENV/bin/ironic" --config-file "$dir/ironic.conf" </dev/null >>"$dir/ironic.log" 2>&1 &
   echo $! >"$dir/pid"
+  stop_with_owner "$dir/pid"
   echo "$port" >"$dir/port"
   for _ in $(seq 1 600); do
     if curl -sf -o /dev/null "http://127.0.0.1:$port/v1"; then

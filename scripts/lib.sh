@@ -24,3 +24,21 @@ wait_port() {
   echo "nothing listens on 127.0.0.1:$port after ${limit}s" >&2
   return 1
 }
+
+# stop_with_owner PIDFILE: if FERROMETAL_PEER_OWNER names a process (the test that started this
+# peer), a small watcher stops the peer as soon as that process is gone, however it ended (a
+# SIGKILLed test runs no clean-up). It exits by itself when the peer stops first.
+stop_with_owner() {
+  local owner=${FERROMETAL_PEER_OWNER:-}
+  [ -n "$owner" ] || return 0
+  setsid bash -c '
+    owner=$0; pid=$1
+    while kill -0 "$owner" 2>/dev/null; do
+      kill -0 "$pid" 2>/dev/null || exit 0
+      sleep 0.5
+    done
+    kill "$pid" 2>/dev/null
+    for _ in 1 2 3 4; do kill -0 "$pid" 2>/dev/null || exit 0; sleep 0.5; done
+    pkill -9 -P "$pid" 2>/dev/null
+    kill -9 "$pid" 2>/dev/null' "$owner" "$(cat "$1")" </dev/null >/dev/null 2>&1 &
+}

@@ -58,6 +58,7 @@ sys.exit(main.main())
 PY
   "$VENV/bin/python" "$dir/run.py" </dev/null >"$dir/sushy.log" 2>&1 &
   echo $! >"$dir/pid"
+  stop_with_owner "$dir/pid"
   echo "$port" >"$dir/port"
   if ! wait_port "$port" 20; then
     echo "sushy-emulator did not start; log follows" >&2

@@ -86,6 +86,8 @@ fn run(dir: &Path, extra: &[&str]) -> u16 {
         .args(["start", dir.to_str().unwrap()])
         .args(["--auth", "http_basic", &format!("{USER}:{PASSWORD}")])
         .args(extra)
+        // Ironic is stopped with this test process even if it dies without clean-up.
+        .env("FERROMETAL_PEER_OWNER", std::process::id().to_string())
         .stdin(Stdio::null())
         .output()
         .expect("cannot run scripts/ironic.sh");

@@ -46,6 +46,8 @@ fn run_script(name: &str, args: &[&str]) -> String {
     let out = Command::new("bash")
         .arg(script(name))
         .args(args)
+        // A started peer is stopped with this test process even if it dies without clean-up.
+        .env("FERROMETAL_PEER_OWNER", std::process::id().to_string())
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| panic!("cannot run scripts/{name}: {e}"));
