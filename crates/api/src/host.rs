@@ -365,6 +365,7 @@ pub struct Condition {
     /// `True`, `False` or `Unknown`.
     #[schemars(extend("enum" = ["True", "False", "Unknown"]))]
     pub status: String,
+    // Required, as in metal3's schema (conditions stored before always carried it).
     #[schemars(
         length(min = 1, max = 1024),
         regex(pattern = "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
@@ -501,7 +502,8 @@ impl OperationalStatus {
 pub enum ErrorType {
     #[serde(rename = "provisioned registration error")]
     ProvisionedRegistration,
-    #[serde(rename = "registration error")]
+    /// Also reads the "detach error" earlier versions stored (metal3's schema has none).
+    #[serde(rename = "registration error", alias = "detach error")]
     Registration,
     #[serde(rename = "inspection error")]
     Inspection,

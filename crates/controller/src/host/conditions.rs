@@ -81,7 +81,7 @@ const T: &str = "True";
 const F: &str = "False";
 const U: &str = "Unknown";
 
-/// The six conditions for a status, in metal3's order.
+/// Five of metal3's six conditions for a status, in metal3's order (Healthy is set in `update`).
 pub fn compute(st: &BareMetalHostStatus) -> [(&'static str, Value); 5] {
     use ProvisioningState as S;
     let progressing = |reason| -> [Value; 5] {

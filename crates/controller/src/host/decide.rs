@@ -18,7 +18,7 @@ use ferrometal_api::{
     HardwareDetails, InspectionMode, OperationMetric, OperationalStatus, ProvisioningState,
 };
 use ferrometal_bmc::PowerState;
-use ferrometal_provisioner::{PowerOffMode, ProvisionerError, Registration};
+use ferrometal_provisioner::{ErrorKind, PowerOffMode, ProvisionerError, Registration};
 use k8s_openapi::api::core::v1::SecretReference;
 use k8s_openapi::jiff::Timestamp;
 
@@ -951,16 +951,23 @@ impl<'a, 'b> Engine<'a, 'b> {
                 // A different image gets a fresh set of attempts.
                 self.st.provisioning_fail_count = 0;
             }
-            let limit = self.input.timing.max_provisioning_retries;
-            let failed = u32::try_from(self.st.provisioning_fail_count).unwrap_or(0);
-            if limit > 0 && failed >= limit {
+            if self.at_retry_limit() {
+                // A standing condition, not a new failure: no backoff, no growing errorCount,
+                // one Warning when it is first recorded; power is still kept as `online` says.
+                let limit = self.input.timing.max_provisioning_retries;
                 let message = format!(
-                    "provisioning failed {failed} times, retry limit ({limit}) reached; change image or reset provisioningFailCount to retry"
+                    "provisioning failed {} times, retry limit ({limit}) reached; change image or reset provisioningFailCount to retry",
+                    self.st.provisioning_fail_count
                 );
-                if self.st.error_message == message {
-                    return self.steady_state();
+                if self.st.error_type != Some(ErrorType::Provisioning)
+                    || self.st.error_message != message
+                {
+                    self.st.error_type = Some(ErrorType::Provisioning);
+                    self.st.error_message = message.clone();
+                    self.st.operational_status = OperationalStatus::Error;
+                    self.warning("ProvisioningError", message);
                 }
-                return self.fail(ErrorType::Provisioning, message, "retry_limit");
+                return self.steady_state();
             }
             return self.go(S::Provisioning);
         }
@@ -969,6 +976,17 @@ impl<'a, 'b> Engine<'a, 'b> {
             self.st.provisioning.state = S::Available;
         }
         self.steady_state()
+    }
+
+    /// metal3's retry limit: the image in the spec failed to provision too often. Only images
+    /// count (removing the image forgets the attempts, so custom deploys never hit it).
+    fn at_retry_limit(&self) -> bool {
+        let limit = self.input.timing.max_provisioning_retries;
+        let failed = u32::try_from(self.st.provisioning_fail_count).unwrap_or(0);
+        limit > 0
+            && failed >= limit
+            && self.spec().image.is_some()
+            && self.st.last_attempted_image == self.spec().image
     }
 
     fn data_secrets_error(&self) -> Option<String> {
@@ -1026,10 +1044,12 @@ impl<'a, 'b> Engine<'a, 'b> {
             }
             Outcome::Waiting { requeue_after, .. } => self.waiting(requeue_after),
             Outcome::Failed(e) => {
-                self.st.provisioning_fail_count = self.st.provisioning_fail_count.saturating_add(1);
-                let limit = self.input.timing.max_provisioning_retries;
-                let failed = u32::try_from(self.st.provisioning_fail_count).unwrap_or(0);
-                if limit > 0 && failed >= limit && self.spec().image.is_some() {
+                // An unreachable BMC or provisioner is not a failed attempt of the image.
+                if e.kind != ErrorKind::Unreachable {
+                    self.st.provisioning_fail_count =
+                        self.st.provisioning_fail_count.saturating_add(1);
+                }
+                if self.at_retry_limit() {
                     // At the limit the host is deprovisioned back to available and stays
                     // there with the error (metal3), instead of retrying forever.
                     self.warning("ProvisioningError", e.message.clone());
@@ -1277,7 +1297,10 @@ impl<'a, 'b> Engine<'a, 'b> {
         }
         match self.call(Call::PowerState)? {
             Outcome::Power(p) => {
-                self.clear_error();
+                // A power reading clears a power error, not the retry limit's standing one.
+                if !self.at_retry_limit() {
+                    self.clear_error();
+                }
                 self.observe_power(p);
                 self.memo_mut().power_checked = Some(self.input.now);
                 if self.st.powered_on != want_on && p != PowerState::Unknown {

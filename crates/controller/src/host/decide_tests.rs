@@ -891,6 +891,43 @@ fn errors_and_credentials() {
             },
         ),
         case(
+            "at the retry limit, a later power poll keeps the error and adds no Warning",
+            with(fx(S::Available), |f| {
+                f.spec.image = Some(image("http://img/a.iso"));
+                let s = f.status_mut();
+                s.provisioning_fail_count = 5;
+                s.last_attempted_image = Some(image("http://img/a.iso"));
+                s.error_type = Some(ErrorType::Provisioning);
+                s.error_message = "provisioning failed 5 times, retry limit (5) reached; change image or reset provisioningFailCount to retry".into();
+                s.operational_status = OperationalStatus::Error;
+                f.memo.as_mut().unwrap().power_checked = None;
+            }),
+            Some(Call::PowerState),
+            Some(Outcome::Power(PowerState::On)),
+            |d| {
+                // Unchanged, so no status write at all (the error stays as stored).
+                if let Some(s) = &d.status {
+                    assert_eq!(s.error_type, Some(ErrorType::Provisioning));
+                    assert_eq!(s.error_count, 0, "a standing condition, not a new failure");
+                }
+                assert!(d.events.is_empty(), "{:?}", d.events);
+            },
+        ),
+        case(
+            "an unreachable provisioner does not count as a failed attempt",
+            with(fx(S::Provisioning), |f| {
+                f.spec.image = Some(image("http://img/a.iso"));
+                f.status_mut().operation_history.provision.start = Some("t".into());
+                f.status_mut().provisioning_fail_count = 4;
+            }),
+            Some(Call::Provision),
+            Some(failed(ErrorKind::Unreachable, "connection refused")),
+            |d| {
+                assert_eq!(st(d).provisioning_fail_count, 4);
+                assert_eq!(st(d).provisioning.state, S::Provisioning);
+            },
+        ),
+        case(
             "available at the retry limit with another image → provisions again",
             with(fx(S::Available), |f| {
                 f.spec.image = Some(image("http://img/b.iso"));
