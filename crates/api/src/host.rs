@@ -253,7 +253,11 @@ pub struct RootDeviceHints {
 pub struct BareMetalHostStatus {
     #[serde(default)]
     pub operational_status: OperationalStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "empty_error_type_is_none"
+    )]
     pub error_type: Option<ErrorType>,
     #[serde(default)]
     pub error_message: String,
@@ -516,6 +520,17 @@ pub enum ErrorType {
     /// A servicing step (firmware settings or updates on a provisioned host) failed.
     #[serde(rename = "servicing error")]
     Servicing,
+}
+
+/// An empty errorType (Go's zero value, in hand-written or old status annotations) is none.
+fn empty_error_type_is_none<'de, D>(d: D) -> Result<Option<ErrorType>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    match Option::<String>::deserialize(d)?.as_deref() {
+        None | Some("") => Ok(None),
+        Some(s) => ErrorType::deserialize(serde::de::value::StrDeserializer::new(s)).map(Some),
+    }
 }
 
 impl ErrorType {

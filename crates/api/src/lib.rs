@@ -1,6 +1,7 @@
 //! ferrometal's API: resource types wire-compatible with metal3.io/v1alpha1, annotation keys,
 //! and CRD generation. No I/O and no client: the controllers, the CLI and tests share it.
 
+pub mod admission;
 pub mod annotations;
 pub mod claim;
 pub mod hardware;

@@ -56,5 +56,5 @@ mod watch;
 mod yaml;
 
 pub use server::{ApiServer, ServerConfig, ServerError};
-pub use state::Limits;
+pub use state::{Limits, ValidateFn, Validator};
 pub use store::{CheckReport, check as check_store};

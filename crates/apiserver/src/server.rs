@@ -42,6 +42,8 @@ pub struct ServerConfig {
     pub history_bytes: usize,
     /// Transport and request bounds (kube-apiserver's defaults).
     pub limits: Limits,
+    /// Extra checks on writes of particular custom resources (admission webhooks' role).
+    pub validators: Vec<crate::state::Validator>,
 }
 
 impl ServerConfig {
@@ -54,6 +56,7 @@ impl ServerConfig {
             history: 20_000,
             history_bytes: 8 << 20,
             limits: Limits::default(),
+            validators: Vec::new(),
         }
     }
 }
@@ -137,6 +140,7 @@ impl ApiServer {
             in_flight: Default::default(),
             shutdown,
             gc: Notify::new(),
+            validators: config.validators.clone(),
         });
         core.rebuild_registry();
         bootstrap(&core).await?;

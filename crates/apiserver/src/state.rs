@@ -24,6 +24,29 @@ pub struct Core {
     pub shutdown: watch::Receiver<bool>,
     /// Pokes the garbage collector after deletions.
     pub gc: Notify,
+    /// Checks run on writes of particular custom resources, after their schema.
+    pub validators: Vec<Validator>,
+}
+
+/// `(field, message)` per problem of an object about to be written (`old`: the stored one).
+pub type ValidateFn = std::sync::Arc<
+    dyn Fn(&serde_json::Value, Option<&serde_json::Value>) -> Vec<(String, String)> + Send + Sync,
+>;
+
+/// A check on every create and update (not status writes) of one custom resource, run after
+/// its schema: what a validating admission webhook is to a kube-apiserver.
+#[derive(Clone)]
+pub struct Validator {
+    pub group: String,
+    /// The plural resource name, e.g. `baremetalhosts`.
+    pub resource: String,
+    pub check: ValidateFn,
+}
+
+impl std::fmt::Debug for Validator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Validator({}.{})", self.resource, self.group)
+    }
 }
 
 /// What one client can hold of the server: connections, requests in flight, and how long a

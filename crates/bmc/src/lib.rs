@@ -35,6 +35,20 @@ pub trait Bmc: Send + Sync {
     async fn identity(&self) -> Result<SystemIdentity, BmcError>;
     /// Out-of-band hardware inventory for inspection.
     async fn inventory(&self) -> Result<Inventory, BmcError>;
+    /// Whether UEFI Secure Boot is enabled (Redfish `SecureBoot.SecureBootEnable`).
+    async fn secure_boot(&self) -> Result<bool, BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "UEFI Secure Boot".into(),
+        })
+    }
+    /// Enables or disables UEFI Secure Boot; takes effect at the next boot.
+    async fn set_secure_boot(&self, _enable: bool) -> Result<(), BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "UEFI Secure Boot".into(),
+        })
+    }
     /// Ends any session the client holds; basic-auth clients have nothing to do.
     async fn logout(&self) -> Result<(), BmcError> {
         Ok(())

@@ -49,6 +49,8 @@ struct Learned {
     etag: Option<String>,
     virtual_media: Option<VirtualMediaSlot>,
     expand: Option<bool>,
+    /// The system's SecureBoot resource, when it links one.
+    secure_boot: Option<String>,
     /// The system was read at least once, so the fields above reflect it.
     system_read: bool,
 }
@@ -346,6 +348,7 @@ impl RedfishBmc {
         learned.reset_allowed = string_list(&reset["ResetType@Redfish.AllowableValues"]);
         learned.boot_targets_allowed =
             string_list(&system["Boot"]["BootSourceOverrideTarget@Redfish.AllowableValues"]);
+        learned.secure_boot = link(&system["SecureBoot"]);
         learned.etag = headers
             .get("ETag")
             .and_then(|v| v.to_str().ok())
@@ -429,6 +432,17 @@ impl RedfishBmc {
             bmc: self.endpoint.clone(),
             what: what.to_string(),
         }
+    }
+
+    /// The SecureBoot resource the system links; Unsupported when it links none.
+    async fn secure_boot_path(&self) -> Result<String, BmcError> {
+        if !self.learned().system_read {
+            self.get_system().await?;
+        }
+        let path = self.learned().secure_boot.clone();
+        path.ok_or_else(|| {
+            self.unsupported("UEFI Secure Boot (the system links no SecureBoot resource)")
+        })
     }
 
     async fn expand_supported(&self) -> bool {
@@ -602,6 +616,30 @@ impl Bmc for RedfishBmc {
 
     async fn identity(&self) -> Result<SystemIdentity, BmcError> {
         Ok(identity_of(&self.get_system().await?))
+    }
+
+    async fn secure_boot(&self) -> Result<bool, BmcError> {
+        let path = self.secure_boot_path().await?;
+        let body = self.get(&path).await?;
+        body["SecureBootEnable"]
+            .as_bool()
+            .ok_or_else(|| BmcError::Protocol {
+                bmc: self.endpoint.clone(),
+                operation: format!("GET {path}"),
+                reason: "SecureBootEnable is missing or not a boolean".into(),
+            })
+    }
+
+    async fn set_secure_boot(&self, enable: bool) -> Result<(), BmcError> {
+        let path = self.secure_boot_path().await?;
+        self.request(
+            Method::PATCH,
+            &path,
+            Some(&json!({ "SecureBootEnable": enable })),
+            None,
+        )
+        .await?;
+        Ok(())
     }
 
     async fn inventory(&self) -> Result<Inventory, BmcError> {

@@ -217,3 +217,61 @@ async fn hosts_recover_when_ironic_loses_its_database() {
     assert_eq!(inserts(&after), inserts(&before), "deployed again");
     assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "On");
 }
+
+/// A plain BareMetalHost (metal3's default cleaning) under an Ironic with no agent ramdisk
+/// configured: instead of Ironic failing cleaning again and again, the host says at once what
+/// to set, and Ironic's node is left manageable with no cleaning attempted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_needs_the_agent_ramdisk_says_which_flag_to_set() {
+    let sushy = peers::Sushy::start(1, "admin:password");
+    let ironic = Ironic::start();
+    let stack = ironic_stack(&ironic).await;
+    stack.secret("bmc", "password").await;
+    stack
+        .host(
+            "plain",
+            &sushy.address(peers::SUSHY_SYSTEM_0),
+            "bmc",
+            json!({"inspectionMode": "disabled"}),
+        )
+        .await;
+    let h = stack
+        .wait("plain", "the Blocked condition", |h| {
+            stack::blocked(h).is_some()
+        })
+        .await;
+    let blocked = stack::blocked(&h).unwrap();
+    let s = h.status.unwrap();
+    assert_eq!(s.provisioning.state, S::Preparing);
+    assert_eq!(s.operational_status, OperationalStatus::Error);
+    assert_eq!(s.error_count, 1);
+
+    for needed in ["--deploy-kernel-url", "automatedCleaningMode: disabled"] {
+        assert!(blocked.message.contains(needed), "{}", blocked.message);
+        assert!(s.error_message.contains(needed), "{}", s.error_message);
+    }
+    let node = ironic.node("default~plain").expect("an Ironic node");
+    assert_eq!(node["provision_state"], "manageable");
+    assert!(
+        !ironic.log().contains("Missing are"),
+        "Ironic was asked to clean without its ramdisk"
+    );
+
+    // The user picks the other way out: the host goes on to available.
+    stack
+        .patch(
+            "plain",
+            json!({"spec": {"automatedCleaningMode": "disabled"}}),
+        )
+        .await;
+    let h = stack
+        .wait("plain", "available", |h| h.state() == S::Available)
+        .await;
+    let s = h.status.unwrap();
+    assert!(
+        s.conditions
+            .iter()
+            .all(|c| c.type_ != "ferrometal.io/Blocked")
+    );
+    assert_eq!(s.error_type, None);
+}

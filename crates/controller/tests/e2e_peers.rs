@@ -351,3 +351,46 @@ async fn annotations_act_on_the_bmc() {
     assert_eq!(emu.state(2).power_state.as_str(), "Off");
     assert!(requests.total() > 0);
 }
+
+/// A disk image on the redfish provisioner (which boots live ISOs only): the host says what is
+/// needed in its Blocked condition, and no media is inserted or power switched for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_image_on_the_redfish_provisioner_names_the_ironic_provisioner() {
+    let emu = emulator(1, 50).await;
+    let (stack, _requests) = redfish_stack().await;
+    stack.secret("bmc", "password").await;
+    stack
+        .host("disk", &redfish(&emu, 0), "bmc", json!({}))
+        .await;
+    stack
+        .wait("disk", "available", |h| state(h) == S::Available)
+        .await;
+    let before = emu.state(0).actions.len();
+    stack
+        .patch(
+            "disk",
+            json!({"spec": {"image": {"url": "http://images.example/os.qcow2",
+                    "checksum": "http://images.example/os.qcow2.sha256sum", "format": "qcow2"}}}),
+        )
+        .await;
+    let h = stack
+        .wait("disk", "the Blocked condition", |h| {
+            stack::blocked(h).is_some()
+        })
+        .await;
+    let blocked = stack::blocked(&h).unwrap();
+    let s = h.status.unwrap();
+    assert!(
+        blocked
+            .message
+            .contains("image format qcow2 needs the ironic provisioner"),
+        "{}",
+        blocked.message
+    );
+    assert_eq!(s.error_type, Some(ferrometal_api::ErrorType::Provisioning));
+    let actions = &emu.state(0).actions[before..];
+    assert!(
+        !actions.iter().any(|a| a.contains("InsertMedia")),
+        "{actions:?}"
+    );
+}

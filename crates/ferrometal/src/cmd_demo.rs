@@ -119,6 +119,9 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         metrics_listen: Some("127.0.0.1:0".parse()?),
         ironic_url: None,
         ironic_data_dir: None,
+        deploy_kernel_url: None,
+        deploy_ramdisk_url: None,
+        deploy_iso_url: None,
     };
     let controllers = tokio::spawn(controllers::run(
         client.clone(),

@@ -66,6 +66,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     config.tls_names = args.tls_sans.clone();
     config.limits.max_in_flight = args.max_requests_inflight.max(1);
     config.limits.request_timeout = std::time::Duration::from_secs(args.request_timeout);
+    config.validators.push(host_webhook());
     let ip = args.listen.ip();
     if !ip.is_unspecified() && !ip.is_loopback() {
         config.tls_names.push(ip.to_string());
@@ -173,4 +174,19 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+/// metal3's webhook rules that CEL cannot hold (annotation JSON, namespaces), run by the
+/// embedded API server on every BareMetalHost write.
+fn host_webhook() -> ferrometal_apiserver::Validator {
+    ferrometal_apiserver::Validator {
+        group: "metal3.io".into(),
+        resource: "baremetalhosts".into(),
+        check: std::sync::Arc::new(|new, old| {
+            ferrometal_api::admission::check_host(new, old)
+                .into_iter()
+                .map(|p| (p.field, p.message))
+                .collect()
+        }),
+    }
 }

@@ -70,6 +70,17 @@ pub struct ControllerArgs {
     /// config and SQLite database (`serve` uses its own data directory).
     #[arg(long)]
     pub ironic_data_dir: Option<std::path::PathBuf>,
+    /// With `--provisioner ironic`: kernel of Ironic's agent ramdisk (IPA), which cleaning,
+    /// disk-image and custom deploys boot over the network (metal3's DEPLOY_KERNEL_URL).
+    #[arg(long, env = "DEPLOY_KERNEL_URL")]
+    pub deploy_kernel_url: Option<String>,
+    /// With `--provisioner ironic`: initramfs of the agent ramdisk (DEPLOY_RAMDISK_URL).
+    #[arg(long, env = "DEPLOY_RAMDISK_URL")]
+    pub deploy_ramdisk_url: Option<String>,
+    /// With `--provisioner ironic`: the agent as an ISO, for virtual-media BMCs
+    /// (DEPLOY_ISO_URL).
+    #[arg(long, env = "DEPLOY_ISO_URL")]
+    pub deploy_iso_url: Option<String>,
 }
 
 /// BMC requests sent, counted by the BMC layer's own observer; shown on /metrics.
@@ -143,6 +154,22 @@ impl ControllerArgs {
                 };
                 let mut options = IronicOptions::new(endpoint);
                 options.max_busy = self.max_busy.unwrap_or(20);
+                let url = |v: &Option<String>| v.clone().filter(|u| !u.trim().is_empty());
+                options.deploy_kernel = url(&self.deploy_kernel_url);
+                options.deploy_ramdisk = url(&self.deploy_ramdisk_url);
+                options.deploy_iso = url(&self.deploy_iso_url);
+                if options.deploy_kernel.is_some() != options.deploy_ramdisk.is_some() {
+                    anyhow::bail!(
+                        "--deploy-kernel-url and --deploy-ramdisk-url go together: set both or neither"
+                    );
+                }
+                if options.deploy_kernel.is_none() && options.deploy_iso.is_none() {
+                    tracing::warn!(
+                        "no agent ramdisk configured (--deploy-kernel-url/--deploy-ramdisk-url or \
+                         --deploy-iso-url): hosts need automatedCleaningMode: disabled and live-iso \
+                         images; cleaning and disk-image deploys are refused with a Blocked condition"
+                    );
+                }
                 (Arc::new(IronicProvisioner::new(options)), supervisor)
             }
         })

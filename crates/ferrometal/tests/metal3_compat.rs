@@ -363,6 +363,11 @@ fn metal3_validation_rules_refuse_with_metal3_messages() {
         }
         h
     };
+    let annotated = |name: &str, key: &str, value: &str| {
+        let mut h = base(name);
+        h["metadata"]["annotations"] = json!({ key: value });
+        h
+    };
     let cases: Vec<(Value, &str)> = vec![
         (
             base("0b4fbf4c-1a2b-4c3d-8e9f-0a1b2c3d4e5f"),
@@ -493,6 +498,74 @@ fn metal3_validation_rules_refuse_with_metal3_messages() {
             ),
             "spec.raid.hardwareRAIDVolumes[0].level",
         ),
+        // Server checks: what CEL cannot see (annotations, the namespace).
+        (
+            annotated(
+                "status-json",
+                "baremetalhost.metal3.io/status",
+                "{\"poweredOn\":",
+            ),
+            "error decoding status annotation",
+        ),
+        (
+            annotated(
+                "status-enum",
+                "baremetalhost.metal3.io/status",
+                r#"{"operationalStatus":"broken"}"#,
+            ),
+            "invalid operationalStatus 'broken' in the baremetalhost.metal3.io/status annotation",
+        ),
+        (
+            annotated(
+                "status-field",
+                "baremetalhost.metal3.io/status",
+                r#"{"provisioning":{"state":"available","colour":"red"}}"#,
+            ),
+            r#"error decoding status annotation: json: unknown field "provisioning.colour""#,
+        ),
+        (
+            annotated(
+                "hwd-inspecting",
+                "inspect.metal3.io/hardwaredetails",
+                r#"{"cpu":{"count":2}}"#,
+            ),
+            "when hardware details are provided, inspection must be disabled",
+        ),
+        (
+            annotated("reboot-json", "reboot.metal3.io/capm3", "soft"),
+            "failed to unmarshal the data from the reboot.metal3.io annotation",
+        ),
+        (
+            annotated("reboot-mode", "reboot.metal3.io", r#"{"mode":"gentle"}"#),
+            "invalid mode in the reboot.metal3.io annotation",
+        ),
+        (
+            annotated(
+                "detached-json",
+                "baremetalhost.metal3.io/detached",
+                r#"{"deleteAction":"soon"}"#,
+            ),
+            "failed to unmarshal the data from the baremetalhost.metal3.io/detached annotation",
+        ),
+        (
+            annotated("inspect-value", "inspect.metal3.io", "again"),
+            "invalid value for the inspect.metal3.io annotation",
+        ),
+        (
+            {
+                let mut h = annotated("inspect-contradicts", "inspect.metal3.io", "disabled");
+                h["spec"]["inspectionMode"] = json!("agent");
+                h
+            },
+            "inspect.metal3.io annotation and inspectionMode field have contradicting values",
+        ),
+        (
+            with(
+                "cross-ns",
+                json!({"userData": {"name": "cloud-init", "namespace": "kube-system"}}),
+            ),
+            "userData: cross-namespace Secret references are not allowed",
+        ),
     ];
     for (host, message) in &cases {
         let o = apply(&s, &["create", "-f", "-"], host);
@@ -561,5 +634,17 @@ fn metal3_validation_rules_refuse_with_metal3_messages() {
         err.contains("BMC address can not be changed if the BMH is not in the Registering state, or if the BMH is not detached"),
         "{err}"
     );
-    assert_eq!(get(&s, "h")["spec"], before, "nothing changed");
+    // Annotations are checked on update too (kubectl annotate), and nothing is stored.
+    let err = s.fails(&["annotate", "bmh", "h", "reboot.metal3.io=now"]);
+    assert!(
+        err.contains("failed to unmarshal the data from the reboot.metal3.io annotation"),
+        "{err}"
+    );
+    let stored = get(&s, "h");
+    assert!(
+        stored["metadata"]["annotations"]
+            .get("reboot.metal3.io")
+            .is_none()
+    );
+    assert_eq!(stored["spec"], before, "nothing changed");
 }

@@ -395,45 +395,12 @@ pub fn live_iso_url<'a>(host: &HostInfo, deployment: &'a Deployment) -> Result<&
     Ok(&image.url)
 }
 
-/// Turns an out-of-band inventory into `status.hardware`. CPUs and NICs are required: without
-/// them the result would be useless for scheduling, so that is an inspection error that names
-/// what is missing and what the BMC said.
-pub fn hardware_details(inv: &Inventory, boot_mac: Option<&str>) -> Result<HardwareDetails> {
-    // The warnings about the missing part say why; the others would only bury them.
-    let reported = |part: &str| {
-        let about: Vec<&str> = inv
-            .warnings
-            .iter()
-            .filter(|w| w.starts_with(part))
-            .map(String::as_str)
-            .collect();
-        let shown = if about.is_empty() {
-            inv.warnings.iter().map(String::as_str).collect()
-        } else {
-            about
-        };
-        if shown.is_empty() {
-            String::new()
-        } else {
-            format!(" (BMC reported: {})", shown.join("; "))
-        }
-    };
-    if inv.cpus.is_empty() {
-        return Err(ProvisionerError::new(
-            ErrorKind::Failed,
-            format!("inspection found no processors{}", reported("processors")),
-        ));
-    }
-    if inv.nics.is_empty() {
-        return Err(ProvisionerError::new(
-            ErrorKind::Failed,
-            format!(
-                "inspection found no network interfaces{}",
-                reported("ethernet interfaces")
-            ),
-        ));
-    }
-    let first = &inv.cpus[0];
+/// Turns an out-of-band inventory into `status.hardware`. What the BMC does not report stays
+/// empty (a CPU count of 0, no NICs), as Ironic records it: the controller names the gaps in
+/// a condition and the host goes on, since neither backend needs them to deploy.
+pub fn hardware_details(inv: &Inventory, boot_mac: Option<&str>) -> HardwareDetails {
+    let unknown = ferrometal_bmc::Cpu::default();
+    let first = inv.cpus.first().unwrap_or(&unknown);
     let cpu = CpuDetails {
         arch: cpu_arch(&first.architecture),
         model: first.model.clone(),
@@ -496,7 +463,7 @@ pub fn hardware_details(inv: &Inventory, boot_mac: Option<&str>) -> Result<Hardw
         })
         .collect();
     let id = &inv.identity;
-    Ok(HardwareDetails {
+    HardwareDetails {
         system_vendor: Some(HardwareSystemVendor {
             manufacturer: id.manufacturer.clone(),
             product_name: id.model.clone(),
@@ -508,7 +475,7 @@ pub fn hardware_details(inv: &Inventory, boot_mac: Option<&str>) -> Result<Hardw
         storage,
         cpu: Some(cpu),
         hostname: None,
-    })
+    }
 }
 
 /// Redfish `ProcessorArchitecture`/`InstructionSet` to the names inspection agents report.
@@ -590,7 +557,12 @@ impl Provisioner for RedfishProvisioner {
         }
         let (_st, bmc) = self.session(host).await?;
         let inventory = bmc.inventory().await?;
-        let details = hardware_details(&inventory, host.boot_mac_address.as_deref())?;
+        if !inventory.warnings.is_empty() {
+            // Why a part is missing (e.g. "processors: the BMC reports none"); the host's
+            // InspectionIncomplete condition names the missing parts.
+            tracing::info!(host = %host.key, warnings = ?inventory.warnings, "partial inventory");
+        }
+        let details = hardware_details(&inventory, host.boot_mac_address.as_deref());
         Ok(Step::Done(Some(details)))
     }
 
@@ -647,6 +619,13 @@ impl Provisioner for RedfishProvisioner {
             // power must stay on cannot tell, so they get the restart.
             PowerState::On if !progress.inserted && !host.disable_power_off => Ok(Step::Done(())),
             PowerState::On | PowerState::Off if !progress.boot_set => {
+                if host.boot_mode == Some(ferrometal_api::BootMode::UefiSecureBoot)
+                    && !bmc.secure_boot().await?
+                {
+                    // Observed again on the next call before the boot override is set.
+                    bmc.set_secure_boot(true).await?;
+                    return self.step_waiting("UEFI Secure Boot enabled");
+                }
                 bmc.set_boot(Self::boot_override(host, BootDevice::Cd))
                     .await?;
                 st.deploy.as_mut().expect("set above").boot_set = true;
@@ -686,6 +665,17 @@ impl Provisioner for RedfishProvisioner {
                 // A BMC without virtual media never had our image mounted.
                 Err(BmcError::Unsupported { .. }) => {}
                 Err(e) => return Err(e.into()),
+            }
+            if host.boot_mode == Some(ferrometal_api::BootMode::UefiSecureBoot) {
+                // As Ironic: secure boot turned on for the image is turned off with it.
+                match bmc.secure_boot().await {
+                    Ok(true) => {
+                        bmc.set_secure_boot(false).await?;
+                        return self.step_waiting("UEFI Secure Boot disabled");
+                    }
+                    Ok(false) | Err(BmcError::Unsupported { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
         }
         if host.disable_power_off {
@@ -916,8 +906,7 @@ mod tests {
         let hw = hardware_details(
             &inventory(),
             Some("52:54:00:00:00:02".to_uppercase().as_str()),
-        )
-        .unwrap();
+        );
         let cpu = hw.cpu.unwrap();
         assert_eq!(cpu.arch, "x86_64");
         assert_eq!(cpu.model, "Xeon");
@@ -949,29 +938,18 @@ mod tests {
     }
 
     #[test]
-    fn missing_cpus_or_nics_is_a_named_inspection_error() {
+    fn missing_cpus_or_nics_are_recorded_empty() {
         let mut inv = inventory();
         inv.cpus.clear();
-        inv.warnings = vec![
-            "memory: HTTP 404".into(),
-            "processors: the BMC reports none".into(),
-        ];
-        let err = hardware_details(&inv, None).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Failed);
-        assert_eq!(
-            err.message,
-            "inspection found no processors (BMC reported: processors: the BMC reports none)"
-        );
-        let mut inv = inventory();
         inv.nics.clear();
-        let err = hardware_details(&inv, None).unwrap_err();
-        assert_eq!(err.message, "inspection found no network interfaces");
-        inv.warnings = vec!["storage: HTTP 500".into()];
-        let err = hardware_details(&inv, None).unwrap_err();
-        assert_eq!(
-            err.message,
-            "inspection found no network interfaces (BMC reported: storage: HTTP 500)"
-        );
+        inv.warnings = vec!["processors: the BMC reports none".into()];
+        let hw = hardware_details(&inv, None);
+        let cpu = hw.cpu.unwrap();
+        assert_eq!((cpu.count, cpu.arch.as_str()), (0, ""));
+        assert!(hw.nics.is_empty());
+        // What the BMC did report is kept.
+        assert_eq!(hw.ram_mebibytes, 65536);
+        assert_eq!(hw.storage.len(), 3);
     }
 
     #[tokio::test]

@@ -239,3 +239,138 @@ async fn every_host_recovers_when_ironic_loses_its_database() {
     assert_eq!(sushy.system(SUSHY_SYSTEM_0)["PowerState"], "On");
     assert_eq!(sushy.system(SYSTEM_1)["PowerState"], "Off");
 }
+
+/// Calls `call` until Ironic shows `want` for the node, failing on any of `failed` (with
+/// Ironic's last_error) or on an error from the backend.
+macro_rules! until_state {
+    ($ironic:expr, $node:expr, $want:expr, $failed:expr, $call:expr) => {{
+        let mut rounds = 0;
+        loop {
+            let state = $ironic.state($node).unwrap_or_default();
+            if state == $want {
+                break;
+            }
+            if $failed.contains(&state.as_str()) {
+                let node = $ironic.node($node).unwrap_or_default();
+                panic!("{} went to {state}: {}", $node, node["last_error"]);
+            }
+            if let Err(e) = $call.await {
+                panic!("{}: {e}", $node);
+            }
+            rounds += 1;
+            assert!(rounds < 900, "{} never reached {}: {state}", $node, $want);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }};
+}
+
+/// Cleaning and disk images run inside Ironic's agent ramdisk. Without one configured both are
+/// refused up front, naming the flags (Ironic untouched, not a failure loop in Ironic); with
+/// one, Ironic gets it in driver_info, and cleaning and a qcow2 deploy go as far as waiting
+/// for the agent to call back, with instance_info as metal3 writes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleaning_and_disk_images_reach_the_agent_ramdisk_when_it_is_configured() {
+    let sushy = Sushy::start(2, "admin:password");
+    let files = FileServer::start();
+    std::fs::write(files.dir.path().join("ipa.kernel"), b"kernel").unwrap();
+    std::fs::write(files.dir.path().join("ipa.initramfs"), b"initramfs").unwrap();
+    std::fs::write(files.dir.path().join("os.qcow2"), b"QFI\xfb").unwrap();
+    let ironic = Ironic::start();
+    let network_boot = |name: &str, uuid: &str| {
+        let mut h = host(&sushy, name, uuid, "password");
+        h.bmc = BmcAddress::parse(&sushy.address(uuid)).unwrap();
+        h
+    };
+    let qcow2 = Deployment {
+        image: Some(Image {
+            url: files.url("os.qcow2"),
+            checksum: Some("a".repeat(64)),
+            checksum_type: Some(ferrometal_api::ChecksumType::Sha256),
+            format: Some(ImageFormat::Qcow2),
+            oci_auth_secret_name: None,
+        }),
+        ..Deployment::default()
+    };
+
+    // No agent configured.
+    let bare = provisioner(&ironic);
+    let mut cleaned = network_boot("clean", SUSHY_SYSTEM_0);
+    cleaned.automated_cleaning_mode = AutomatedCleaningMode::Metadata;
+    done!("register", bare.register(&cleaned, false));
+    let err = bare.prepare(&cleaned).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Unsupported, "{err}");
+    for needed in [
+        "--deploy-kernel-url",
+        "--deploy-ramdisk-url",
+        "DEPLOY_KERNEL_URL",
+        "spec.automatedCleaningMode: disabled",
+    ] {
+        assert!(err.message.contains(needed), "{needed} not in: {err}");
+    }
+    assert_eq!(ironic.state("ns~clean").as_deref(), Some("manageable"));
+
+    let mut image = network_boot("image", SYSTEM_1);
+    image.boot_mode = Some(ferrometal_api::BootMode::UefiSecureBoot);
+    // Network boot needs the port Ironic creates from bootMACAddress.
+    image.boot_mac_address = Some("52:54:00:12:34:56".into());
+    to_available(&bare, &image).await;
+    let err = bare.provision(&image, &qcow2).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Unsupported, "{err}");
+    assert!(
+        err.message
+            .starts_with("writing a disk image runs Ironic's agent ramdisk"),
+        "{err}"
+    );
+    assert!(err.message.contains("live-iso"), "{err}");
+    assert_eq!(ironic.state("ns~image").as_deref(), Some("available"));
+
+    // With the agent configured (as serve/controller do from the flags).
+    let mut o = IronicOptions::new(ironic.endpoint());
+    o.poll_interval = Duration::from_millis(200);
+    o.cache_ttl = Duration::from_millis(100);
+    o.deploy_kernel = Some(files.url("ipa.kernel"));
+    o.deploy_ramdisk = Some(files.url("ipa.initramfs"));
+    let p = IronicProvisioner::new(o);
+    done!("register again", p.register(&cleaned, false));
+    until_state!(
+        ironic,
+        "ns~clean",
+        "clean wait",
+        ["clean failed"],
+        p.prepare(&cleaned)
+    );
+    let node = ironic.node("ns~clean").unwrap();
+    assert_eq!(
+        node["driver_info"]["deploy_kernel"],
+        files.url("ipa.kernel")
+    );
+    assert_eq!(
+        node["driver_info"]["deploy_ramdisk"],
+        files.url("ipa.initramfs")
+    );
+    assert_eq!(node["automated_clean"], true);
+
+    done!("register image host again", p.register(&image, false));
+    until_state!(
+        ironic,
+        "ns~image",
+        "wait call-back",
+        ["deploy failed"],
+        p.provision(&image, &qcow2)
+    );
+    let node = ironic.node("ns~image").unwrap();
+    let info = &node["instance_info"];
+    assert_eq!(info["image_source"], files.url("os.qcow2"));
+    assert_eq!(info["image_os_hash_algo"], "sha256");
+    assert_eq!(info["image_os_hash_value"], "a".repeat(64));
+    assert_eq!(info["image_disk_format"], "qcow2");
+    assert_eq!(info["capabilities"]["secure_boot"], "true");
+    assert_eq!(info["capabilities"]["boot_mode"], "uefi");
+    assert_eq!(node["deploy_interface"], "direct");
+    assert_eq!(
+        node["properties"]["capabilities"],
+        "boot_mode:uefi,secure_boot:true"
+    );
+    // Ironic booted the host to run the agent: it is on and set to network boot.
+    assert_eq!(sushy.system(SYSTEM_1)["PowerState"], "On");
+}

@@ -232,6 +232,25 @@ impl Core {
         }
     }
 
+    fn run_validators(
+        &self,
+        res: &Resource,
+        obj: &Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let causes: Vec<_> = self
+            .validators
+            .iter()
+            .filter(|v| v.group == res.group && v.resource == res.plural)
+            .flat_map(|v| (v.check)(obj, old))
+            .map(|(field, message)| admission::cause(&field, "FieldValueInvalid", message))
+            .collect();
+        if causes.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::invalid(&res.target(meta::name_of(obj)), causes))
+    }
+
     fn check_namespace(&self, s: &View, res: &Resource, ns: &str) -> Result<(), ApiError> {
         if res.namespaced && s.get(registry::NAMESPACE_KEY, "", ns).is_none() {
             return Err(
@@ -310,6 +329,7 @@ impl Core {
         self.admit(res, ns, &obj, opts)?;
         if !res.builtin {
             admission::validate_cr(res, &mut obj, None, opts.strict)?;
+            self.run_validators(res, &obj, None)?;
         }
         if !applied {
             record_update(res, None, &mut obj, opts, &now);
@@ -414,6 +434,9 @@ impl Core {
         }
         if !res.builtin {
             admission::validate_cr(res, &mut new, Some(&old_value), opts.strict)?;
+            if opts.subresource.is_none() {
+                self.run_validators(res, &new, Some(&old_value))?;
+            }
         }
         if has_generation(res) && spec_part(res, &new) != spec_part(res, &old_value) {
             let g = old_value

@@ -3,7 +3,7 @@
 //! Progressing and Healthy, with metal3's reasons. Pure, so the whole table is tested below.
 
 use ferrometal_api::{
-    BareMetalHostSpec, BareMetalHostStatus, OperationalStatus, ProvisioningState,
+    BareMetalHostSpec, BareMetalHostStatus, HardwareDetails, OperationalStatus, ProvisioningState,
 };
 
 use super::status::set_condition;
@@ -18,6 +18,90 @@ pub const HEALTHY: &str = "Healthy";
 /// ferrometal's own condition: present (True) while the spec holds metal3 fields no
 /// provisioner here acts on; they are kept in the object, never pruned, and named here.
 pub const FIELDS_NOT_ACTED_ON: &str = "ferrometal.io/FieldsNotActedOn";
+
+/// ferrometal's own condition: True while the host waits on something retrying cannot fix:
+/// the provisioner cannot do what the spec asks, or is not configured for it. The message
+/// names what to change (a flag, a field); no backoff loop runs meanwhile.
+pub const BLOCKED: &str = "ferrometal.io/Blocked";
+
+/// ferrometal's own condition: True when the last inspection learned less than a full
+/// inventory; what the BMC did report is recorded and the host goes on (as Ironic does).
+pub const INSPECTION_INCOMPLETE: &str = "ferrometal.io/InspectionIncomplete";
+
+/// The parts of an inventory a scheduler would look for that inspection did not find, as one
+/// message; `None` when nothing is missing.
+pub fn inspection_gaps(hw: &HardwareDetails) -> Option<String> {
+    let mut missing = Vec::new();
+    if hw.cpu.as_ref().is_none_or(|c| c.count <= 0) {
+        missing.push("processors");
+    }
+    if hw.ram_mebibytes <= 0 {
+        missing.push("memory");
+    }
+    if hw.nics.is_empty() {
+        missing.push("network interfaces");
+    }
+    if hw.storage.is_empty() {
+        missing.push("disks");
+    }
+    (!missing.is_empty()).then(|| {
+        format!(
+            "inspection found no {}; recorded what the BMC reports (counts 0) and went on",
+            missing.join(", no ")
+        )
+    })
+}
+
+/// Sets or removes [`INSPECTION_INCOMPLETE`] after an inspection; returns the message when it
+/// is set (for an Event).
+pub fn update_inspection(
+    st: &mut BareMetalHostStatus,
+    hw: Option<&HardwareDetails>,
+    generation: Option<i64>,
+    now: &str,
+) -> Option<String> {
+    match hw.and_then(inspection_gaps) {
+        Some(m) => {
+            set_condition(
+                &mut st.conditions,
+                INSPECTION_INCOMPLETE,
+                T,
+                "PartsNotReported",
+                &m,
+                now,
+                generation,
+            );
+            Some(m)
+        }
+        None => {
+            st.conditions.retain(|c| c.type_ != INSPECTION_INCOMPLETE);
+            None
+        }
+    }
+}
+
+/// Sets [`BLOCKED`] with what is needed.
+pub fn set_blocked(
+    st: &mut BareMetalHostStatus,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: &str,
+) {
+    set_condition(
+        &mut st.conditions,
+        BLOCKED,
+        T,
+        reason,
+        message,
+        now,
+        generation,
+    );
+}
+
+pub fn clear_blocked(st: &mut BareMetalHostStatus) {
+    st.conditions.retain(|c| c.type_ != BLOCKED);
+}
 
 /// What in `spec` is kept but not acted on, as one message; `None` when everything is.
 pub fn not_acted_on(spec: &BareMetalHostSpec) -> Option<String> {

@@ -467,10 +467,37 @@ impl<'a, 'b> Engine<'a, 'b> {
     }
 
     fn fail_with(&mut self, error_type: ErrorType, e: &ProvisionerError) -> Flow {
+        if e.kind == ErrorKind::Unsupported {
+            return self.blocked(error_type, e);
+        }
         self.fail(error_type, e.message.clone(), e.kind.as_str())
     }
 
+    /// A failure retrying cannot fix (the provisioner cannot do what the spec asks, or lacks
+    /// configuration): recorded once, with the Blocked condition naming what is needed, and
+    /// looked at again only after a spec change, a restart or the longest backoff.
+    fn blocked(&mut self, error_type: ErrorType, e: &ProvisionerError) -> Flow {
+        if self.st.error_type != Some(error_type) || self.st.error_message != e.message {
+            self.st.error_type = Some(error_type);
+            self.st.error_message = e.message.clone();
+            self.st.error_count = self.st.error_count.max(1);
+            self.st.operational_status = OperationalStatus::Error;
+            self.warning("Blocked", e.message.clone());
+        }
+        self.d.error_category = Some(e.kind.as_str());
+        let now = rfc3339(self.input.now);
+        super::conditions::set_blocked(
+            &mut self.st,
+            "NotSupported",
+            &e.message,
+            self.input.generation,
+            &now,
+        );
+        self.requeue(self.input.timing.backoff_cap)
+    }
+
     fn clear_error(&mut self) {
+        super::conditions::clear_blocked(&mut self.st);
         self.st.error_type = None;
         self.st.error_message.clear();
         self.st.error_count = 0;
@@ -900,12 +927,22 @@ impl<'a, 'b> Engine<'a, 'b> {
         match self.call(Call::Inspect { refresh })? {
             Outcome::Inspected(details) => {
                 self.clear_error();
+                let now = rfc3339(self.input.now);
+                let gaps = super::conditions::update_inspection(
+                    &mut self.st,
+                    details.as_ref(),
+                    self.input.generation,
+                    &now,
+                );
                 if let Some(details) = details {
                     self.st.hardware = Some(details.clone());
                     self.d.hardware_data = Some(details);
                 }
                 self.finish_op(Op::Inspect);
-                self.event("InspectionComplete", "hardware inspection finished");
+                match gaps {
+                    Some(m) => self.warning("InspectionIncomplete", m),
+                    None => self.event("InspectionComplete", "hardware inspection finished"),
+                }
                 self.go(ProvisioningState::Preparing)
             }
             Outcome::Waiting { requeue_after, .. } => self.waiting(requeue_after),

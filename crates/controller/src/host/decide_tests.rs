@@ -15,6 +15,7 @@ use ferrometal_provisioner::{ErrorKind, PowerOffMode, ProvisionerError, Registra
 use k8s_openapi::api::core::v1::SecretReference;
 use k8s_openapi::jiff::Timestamp;
 
+use super::conditions::{BLOCKED, INSPECTION_INCOMPLETE};
 use super::decide::*;
 
 fn now() -> Timestamp {
@@ -356,6 +357,103 @@ fn transitions() {
                 assert_eq!(st(d).hardware.as_ref().unwrap().ram_mebibytes, 1024);
                 assert_eq!(d.hardware_data.as_ref().unwrap().ram_mebibytes, 1024);
                 assert!(st(d).operation_history.inspect.end.is_some());
+                // No CPU, NIC or disk reported: recorded, named, and the host goes on.
+                let c = condition(&st(d).conditions, INSPECTION_INCOMPLETE).unwrap();
+                assert_eq!(c.status, "True");
+                assert_eq!(
+                    c.message,
+                    "inspection found no processors, no network interfaces, no disks; recorded what the BMC reports (counts 0) and went on"
+                );
+                assert!(has_event(d, "InspectionIncomplete"));
+                assert!(!has_event(d, "InspectionComplete"));
+            },
+        ),
+        case(
+            "a complete inspection clears InspectionIncomplete",
+            with(fx(S::Inspecting), |f| {
+                f.status_mut().operation_history.inspect.start = Some("t".into());
+                f.status_mut().conditions.push(ferrometal_api::Condition {
+                    type_: INSPECTION_INCOMPLETE.into(),
+                    status: "True".into(),
+                    ..Default::default()
+                });
+            }),
+            Some(Call::Inspect { refresh: false }),
+            Some(Outcome::Inspected(Some(HardwareDetails {
+                ram_mebibytes: 1024,
+                cpu: Some(ferrometal_api::CpuDetails {
+                    count: 4,
+                    ..Default::default()
+                }),
+                nics: vec![ferrometal_api::NicDetails::default()],
+                storage: vec![ferrometal_api::StorageDetails::default()],
+                ..Default::default()
+            }))),
+            |d| {
+                assert_eq!(state(d), Some(S::Preparing));
+                assert!(condition(&st(d).conditions, INSPECTION_INCOMPLETE).is_none());
+                assert!(has_event(d, "InspectionComplete"));
+            },
+        ),
+        case(
+            "preparation the provisioner cannot do → blocked: named once, no backoff loop",
+            fx(S::Preparing),
+            Some(Call::Prepare),
+            Some(failed(
+                ErrorKind::Unsupported,
+                "automated cleaning runs Ironic's agent ramdisk: set --deploy-kernel-url",
+            )),
+            |d| {
+                assert_eq!(state(d), Some(S::Preparing));
+                assert_eq!(st(d).error_type, Some(ErrorType::Preparation));
+                assert_eq!(st(d).error_count, 1);
+                let c = condition(&st(d).conditions, BLOCKED).unwrap();
+                assert_eq!(
+                    (c.status.as_str(), c.reason.as_str()),
+                    ("True", "NotSupported")
+                );
+                assert!(c.message.contains("--deploy-kernel-url"));
+                assert!(has_event(d, "Blocked"));
+                // Looked at again after a spec change, a restart, or the longest backoff.
+                assert_eq!(d.requeue, Some(timing().backoff_cap));
+            },
+        ),
+        case(
+            "still blocked for the same reason → no new event, no growing error count",
+            with(fx(S::Preparing), |f| {
+                let s = f.status_mut();
+                s.error_type = Some(ErrorType::Preparation);
+                s.error_message = "needs the agent".into();
+                s.error_count = 1;
+                s.operational_status = OperationalStatus::Error;
+            }),
+            Some(Call::Prepare),
+            Some(failed(ErrorKind::Unsupported, "needs the agent")),
+            |d| {
+                assert!(!has_event(d, "Blocked"));
+                assert_eq!(d.status.as_ref().map(|s| s.error_count).unwrap_or(1), 1);
+                assert_eq!(d.requeue, Some(timing().backoff_cap));
+            },
+        ),
+        case(
+            "blocked, then the preparation works → condition and error cleared",
+            with(fx(S::Preparing), |f| {
+                let s = f.status_mut();
+                s.error_type = Some(ErrorType::Preparation);
+                s.error_message = "needs the agent".into();
+                s.error_count = 1;
+                s.conditions.push(ferrometal_api::Condition {
+                    type_: BLOCKED.into(),
+                    status: "True".into(),
+                    ..Default::default()
+                });
+            }),
+            Some(Call::Prepare),
+            Some(Outcome::Done),
+            |d| {
+                assert_eq!(state(d), Some(S::Available));
+                assert!(condition(&st(d).conditions, BLOCKED).is_none());
+                assert_eq!(st(d).error_type, None);
             },
         ),
         case(

@@ -188,6 +188,16 @@ pub fn operational(h: &BareMetalHost) -> OperationalStatus {
         .unwrap_or(OperationalStatus::Ok)
 }
 
+/// The host's `ferrometal.io/Blocked` condition while it is True.
+pub fn blocked(h: &BareMetalHost) -> Option<ferrometal_api::Condition> {
+    h.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ferrometal.io/Blocked" && c.status == "True")
+        .cloned()
+}
+
 /// Milestones of [`sushy_lifecycle`], for backend-specific checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Milestone {
@@ -213,8 +223,10 @@ pub async fn sushy_lifecycle(
 ) {
     stack.secret("bmc", "password").await;
 
-    // sushy-tools' fake systems have no processors: inspection fails, naming what is missing.
-    // (Under load another failure may come first; the controller retries after its backoff.)
+    // sushy-tools' fake systems have no processors. Ironic's inspection fails on that, naming
+    // it; the redfish backend records what the BMC reports and names the gap in the
+    // InspectionIncomplete condition. (Under load another failure may come first; the
+    // controller retries after its backoff.)
     stack
         .host(
             "inspected",
@@ -224,10 +236,15 @@ pub async fn sushy_lifecycle(
         )
         .await;
     stack
-        .wait("inspected", "an inspection error naming the cause", |h| {
+        .wait("inspected", "the missing processors named", |h| {
             h.status.as_ref().is_some_and(|s| {
-                s.error_type == Some(ErrorType::Inspection)
-                    && s.error_message.to_ascii_lowercase().contains("processors")
+                let failed = s.error_type == Some(ErrorType::Inspection)
+                    && s.error_message.to_ascii_lowercase().contains("processors");
+                let recorded = s.conditions.iter().any(|c| {
+                    c.type_ == "ferrometal.io/InspectionIncomplete"
+                        && c.message.contains("no processors")
+                }) && s.hardware.as_ref().is_some_and(|hw| !hw.nics.is_empty());
+                failed || recorded
             })
         })
         .await;

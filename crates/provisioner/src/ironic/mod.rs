@@ -543,6 +543,28 @@ impl IronicProvisioner {
         Ok(())
     }
 
+    /// Refuses `what` (cleaning, disk-image and custom deploys all run inside Ironic's agent)
+    /// when no agent ramdisk is configured for this host's boot interface, naming the flags to
+    /// set: Ironic would otherwise fail each attempt with "Missing are: deploy_kernel...".
+    fn need_agent(&self, host: &HostInfo, what: &str, alternative: &str) -> Inner<()> {
+        let o = &self.options;
+        let network = o.deploy_kernel.is_some() && o.deploy_ramdisk.is_some();
+        let d = node::driver_for(host.bmc.flavour);
+        let iso = o.deploy_iso.is_some() && d.virtual_media_boot == Some(d.boot);
+        if network || iso {
+            return Ok(());
+        }
+        Err(ProvisionerError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "{what} runs Ironic's agent ramdisk, and none is configured: start ferrometal with \
+                 --deploy-kernel-url and --deploy-ramdisk-url (or --deploy-iso-url for a virtual-media BMC; \
+                 environment DEPLOY_KERNEL_URL, DEPLOY_RAMDISK_URL, DEPLOY_ISO_URL), {alternative}"
+            ),
+        )
+        .into())
+    }
+
     /// Writes instance_info and the deploy/boot interfaces a deployment needs.
     async fn apply_deploy(&self, host: &HostInfo, node: &Value, spec: &DeploySpec) -> Inner<Value> {
         let mut ops =
@@ -560,6 +582,9 @@ impl IronicProvisioner {
         }
         if let Some(hints) = &host.root_device_hints {
             ops.push(json!({"op": "add", "path": "/properties/root_device", "value": node::root_device(hints)}));
+        }
+        if let Some(caps) = node::boot_mode_capability(host.boot_mode) {
+            ops.push(json!({"op": "add", "path": "/properties/capabilities", "value": caps}));
         }
         self.patch(host, node, ops).await
     }
@@ -653,6 +678,13 @@ impl IronicProvisioner {
             }
             "active" => Ok(Step::Done(())),
             "manageable" => {
+                if host.automated_cleaning_mode != AutomatedCleaningMode::Disabled {
+                    self.need_agent(
+                        host,
+                        "automated cleaning (spec.automatedCleaningMode: metadata)",
+                        "or set spec.automatedCleaningMode: disabled",
+                    )?;
+                }
                 self.provide(host, &mut memo, &node).await?;
                 self.wait("Ironic is making the node available")
             }
@@ -674,6 +706,14 @@ impl IronicProvisioner {
 
     async fn do_provision(&self, host: &HostInfo, deployment: &Deployment) -> Inner<Step> {
         let spec = node::deploy_spec(host, deployment)?;
+        if spec.deploy_interface != "ramdisk" {
+            let what = if spec.deploy_step.is_some() {
+                "a custom deploy"
+            } else {
+                "writing a disk image"
+            };
+            self.need_agent(host, what, "or deploy a live-iso image")?;
+        }
         let mut memo = self.memo(&host.key).await;
         let Some(node) = self.require(host, &mut memo).await? else {
             return self.wait("node registered again in Ironic");

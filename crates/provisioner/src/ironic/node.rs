@@ -121,11 +121,23 @@ pub fn masked(info: &Value) -> Value {
     out
 }
 
-/// The boot mode capability Ironic reads from `properties.capabilities`.
+/// The boot mode capabilities Ironic reads from `properties.capabilities` (metal3's values:
+/// secure boot is `secure_boot:true` beside `boot_mode:uefi`, never a plain UEFI boot).
 pub fn boot_mode_capability(mode: Option<BootMode>) -> Option<&'static str> {
     match mode? {
-        BootMode::Uefi | BootMode::UefiSecureBoot => Some("boot_mode:uefi"),
+        BootMode::Uefi => Some("boot_mode:uefi"),
+        BootMode::UefiSecureBoot => Some("boot_mode:uefi,secure_boot:true"),
         BootMode::Legacy => Some("boot_mode:bios"),
+    }
+}
+
+/// The same as `instance_info.capabilities`, which is what Ironic acts on while deploying: with
+/// `secure_boot` it turns UEFI Secure Boot on through the BMC before booting the instance.
+pub fn instance_capabilities(mode: Option<BootMode>) -> Option<Value> {
+    match mode? {
+        BootMode::Uefi => Some(json!({"boot_mode": "uefi"})),
+        BootMode::UefiSecureBoot => Some(json!({"boot_mode": "uefi", "secure_boot": "true"})),
+        BootMode::Legacy => Some(json!({"boot_mode": "bios"})),
     }
 }
 
@@ -201,6 +213,18 @@ fn unsupported(message: impl Into<String>) -> ProvisionerError {
 }
 
 pub fn deploy_spec(host: &HostInfo, deployment: &Deployment) -> Result<DeploySpec> {
+    let mut spec = deploy_method(host, deployment)?;
+    if let (Some(caps), Some(info)) = (
+        instance_capabilities(host.boot_mode),
+        spec.instance_info.as_object_mut(),
+    ) {
+        info.insert("capabilities".into(), caps);
+    }
+    Ok(spec)
+}
+
+/// Interfaces and instance_info for the kind of deployment (custom, live ISO, disk image).
+fn deploy_method(host: &HostInfo, deployment: &Deployment) -> Result<DeploySpec> {
     let d = driver_for(host.bmc.flavour);
     if let Some(custom) = &deployment.custom_deploy {
         let mut info = Map::new();
@@ -382,12 +406,6 @@ pub fn hardware_details(
         .and_then(Value::as_i64)
         .or_else(|| properties.get("cpus").and_then(as_i64_loose))
         .unwrap_or(0);
-    if cpu_count <= 0 {
-        return Err(ProvisionerError::new(
-            ErrorKind::Failed,
-            "inspection found no processors",
-        ));
-    }
     let text = |v: Option<&Value>| {
         v.and_then(Value::as_str)
             .filter(|s| !s.is_empty())
@@ -441,12 +459,6 @@ pub fn hardware_details(
             })
         })
         .collect();
-    if nics.is_empty() {
-        return Err(ProvisionerError::new(
-            ErrorKind::Failed,
-            "inspection found no network interfaces",
-        ));
-    }
     let storage = inventory
         .get("disks")
         .and_then(Value::as_array)
@@ -755,9 +767,10 @@ mod tests {
             Some("R1")
         );
 
-        let err = hardware_details(&json!({}), &json!({"vendor": "Sushy"}), None).unwrap_err();
-        assert_eq!(err.message, "inspection found no processors");
-        let err = hardware_details(&json!({"cpu": {"count": 2}}), &json!({}), None).unwrap_err();
-        assert_eq!(err.message, "inspection found no network interfaces");
+        // Less than a full inventory is recorded as found (Ironic's defaults), not refused.
+        let hw = hardware_details(&json!({}), &json!({"memory_mb": "1024"}), None).unwrap();
+        assert_eq!(hw.cpu.unwrap().count, 0);
+        assert_eq!(hw.ram_mebibytes, 1024);
+        assert!(hw.nics.is_empty() && hw.storage.is_empty());
     }
 }
