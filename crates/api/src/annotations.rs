@@ -14,6 +14,9 @@ pub const INSPECT: &str = "inspect.metal3.io";
 pub const REBOOT: &str = "reboot.metal3.io";
 pub const REBOOT_PREFIX: &str = "reboot.metal3.io/";
 pub const OPERATION: &str = "ferrometal.io/operation";
+/// Set on a host by the BMCJob controller while one of its jobs runs (the job's name): the host
+/// controller then neither enforces power nor starts a transition, as when paused.
+pub const JOB: &str = "ferrometal.io/bmcjob";
 /// The finalizer every managed host carries.
 pub const FINALIZER: &str = "baremetalhost.metal3.io";
 

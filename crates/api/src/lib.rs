@@ -7,6 +7,7 @@ pub mod claim;
 pub mod hardware;
 pub mod host;
 pub mod host_config;
+pub mod job;
 
 pub use claim::{
     HostClaim, HostClaimNamespaces, HostClaimSpec, HostClaimStatus, HostDeployPolicy,
@@ -26,6 +27,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         HardwareData::crd(),
         HostClaim::crd(),
         HostDeployPolicy::crd(),
+        job::BMCJob::crd(),
     ]
 }
 

@@ -35,6 +35,13 @@ pub trait Bmc: Send + Sync {
     async fn identity(&self) -> Result<SystemIdentity, BmcError>;
     /// Out-of-band hardware inventory for inspection.
     async fn inventory(&self) -> Result<Inventory, BmcError>;
+    /// Clears a boot source override (Redfish `BootSourceOverrideEnabled: Disabled`).
+    async fn clear_boot(&self) -> Result<(), BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "clearing a boot override".into(),
+        })
+    }
     /// Whether UEFI Secure Boot is enabled (Redfish `SecureBoot.SecureBootEnable`).
     async fn secure_boot(&self) -> Result<bool, BmcError> {
         Err(BmcError::Unsupported {

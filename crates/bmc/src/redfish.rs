@@ -618,6 +618,15 @@ impl Bmc for RedfishBmc {
         Ok(identity_of(&self.get_system().await?))
     }
 
+    async fn clear_boot(&self) -> Result<(), BmcError> {
+        let path = self.system_path().await?;
+        let body = json!({"Boot": {"BootSourceOverrideEnabled": "Disabled"}});
+        self.request(Method::PATCH, &path, Some(&body), None)
+            .await?;
+        self.learned().etag = None;
+        Ok(())
+    }
+
     async fn secure_boot(&self) -> Result<bool, BmcError> {
         let path = self.secure_boot_path().await?;
         let body = self.get(&path).await?;

@@ -32,6 +32,7 @@ pub mod context;
 pub mod events;
 pub mod hardware_data;
 pub mod host;
+pub mod job;
 pub mod metrics;
 pub mod secrets;
 
@@ -146,7 +147,9 @@ pub async fn run_hosts(
         provisioner = ctx.provisioner.name(),
         "host controller starting"
     );
-    Controller::for_stream(trigger, reader)
+    let shutdown = futures::FutureExt::shared(shutdown);
+    let jobs = job::run(ctx.clone(), concurrency, shutdown.clone());
+    let hosts = Controller::for_stream(trigger, reader)
         .owns(
             Api::<HardwareData>::all(client.clone()),
             watcher::Config::default(),
@@ -165,8 +168,8 @@ pub async fn run_hosts(
             if let Err(e) = result {
                 tracing::debug!(error = %e, "controller");
             }
-        })
-        .await;
+        });
+    tokio::join!(hosts, jobs);
     tracing::info!("host controller stopped");
     Ok(())
 }

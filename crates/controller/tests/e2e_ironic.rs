@@ -30,16 +30,6 @@ fn state(h: &BareMetalHost) -> S {
     h.state()
 }
 
-/// Requests sushy-tools received that change the machine (power, media, boot).
-fn changes(sushy: &peers::Sushy) -> Vec<String> {
-    std::fs::read_to_string(sushy.dir.path().join("sushy.log"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("POST ") || l.contains("PATCH "))
-        .map(String::from)
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_lifecycle_on_sushy_tools_through_ironic() {
     let sushy = peers::Sushy::start(2, "admin:password");
@@ -95,7 +85,7 @@ async fn detached_hosts_leave_ironic_untouched_and_come_back_adopted() {
     stack
         .wait("node", "provisioned", |h| state(h) == S::Provisioned)
         .await;
-    let before = changes(&sushy);
+    let before = sushy.changes();
 
     stack.annotate("node", ann::DETACHED, Some("")).await;
     stack
@@ -104,7 +94,7 @@ async fn detached_hosts_leave_ironic_untouched_and_come_back_adopted() {
         })
         .await;
     assert!(ironic.node("default~node").is_none());
-    assert_eq!(changes(&sushy), before, "detach changed the machine");
+    assert_eq!(sushy.changes(), before, "detach changed the machine");
     assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "On");
 
     // Removing the annotation re-creates the node and adopts it: nothing is deployed again.
@@ -126,7 +116,7 @@ async fn detached_hosts_leave_ironic_untouched_and_come_back_adopted() {
     }
     let host = stack.hosts.get("node").await.unwrap();
     assert_eq!(state(&host), S::Provisioned);
-    assert_eq!(changes(&sushy), before, "re-attach deployed again");
+    assert_eq!(sushy.changes(), before, "re-attach deployed again");
 
     // Deleting a detached host removes it without deprovisioning.
     stack.annotate("node", ann::DETACHED, Some("")).await;
@@ -143,7 +133,7 @@ async fn detached_hosts_leave_ironic_untouched_and_come_back_adopted() {
     stack.wait_gone("node").await;
     assert!(ironic.node("default~node").is_none());
     assert_eq!(
-        changes(&sushy),
+        sushy.changes(),
         before,
         "deleting a detached host touched it"
     );
@@ -184,7 +174,7 @@ async fn hosts_recover_when_ironic_loses_its_database() {
     stack
         .wait("deployed", "provisioned", |h| state(h) == S::Provisioned)
         .await;
-    let before = changes(&sushy);
+    let before = sushy.changes();
 
     ironic.restart_with_empty_database();
     assert!(ironic.node("default~deployed").is_none());
@@ -212,7 +202,7 @@ async fn hosts_recover_when_ironic_loses_its_database() {
         state(&stack.hosts.get("ready").await.unwrap()),
         S::Available
     );
-    let after = changes(&sushy);
+    let after = sushy.changes();
     let inserts = |l: &[String]| l.iter().filter(|l| l.contains("InsertMedia")).count();
     assert_eq!(inserts(&after), inserts(&before), "deployed again");
     assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "On");

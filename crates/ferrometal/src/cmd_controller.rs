@@ -24,13 +24,17 @@ pub struct Args {
     controllers: ControllerArgs,
 }
 
-pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
-    let client = match &args.kubeconfig {
+/// A client from `kubeconfig` (and `context`), else the in-cluster or default kubeconfig.
+pub async fn client(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<String>,
+) -> anyhow::Result<kube::Client> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
             let options = KubeConfigOptions {
-                context: args.context.clone(),
+                context,
                 ..KubeConfigOptions::default()
             };
             let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
@@ -41,7 +45,11 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         None => kube::Client::try_default()
             .await
             .context("no --kubeconfig and no in-cluster or default kubeconfig")?,
-    };
+    })
+}
+
+pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
+    let client = client(args.kubeconfig.as_deref(), args.context.clone()).await?;
     if args.install_crds {
         controllers::install_crds(&client).await?;
     }

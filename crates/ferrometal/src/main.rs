@@ -5,6 +5,7 @@ mod cmd_controller;
 mod cmd_crds;
 mod cmd_demo;
 mod cmd_emulate;
+mod cmd_job;
 mod cmd_kubeconfig;
 mod cmd_serve;
 mod cmd_store;
@@ -43,6 +44,9 @@ enum Command {
     Controller(cmd_controller::Args),
     /// Run the embedded Kubernetes-compatible API server and the controllers.
     Serve(cmd_serve::Args),
+    /// One-off BMC tasks on a host (a BMCJob), followed to the end with `--wait`.
+    #[command(subcommand)]
+    Job(cmd_job::Command),
     /// Print a kubeconfig for another user, with a client certificate signed by serve's CA.
     Kubeconfig(cmd_kubeconfig::Args),
     /// Inspect a stopped server's store.
@@ -75,6 +79,7 @@ async fn main() -> std::process::ExitCode {
         Command::Demo(args) => cmd_demo::run(args).await,
         Command::Emulate(args) => cmd_emulate::run(args).await,
         Command::Serve(args) => cmd_serve::run(args).await,
+        Command::Job(cmd) => cmd_job::run(cmd).await,
         Command::Kubeconfig(args) => cmd_kubeconfig::run(args),
         Command::Store(cmd) => cmd_store::run(cmd),
     };

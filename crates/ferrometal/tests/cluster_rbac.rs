@@ -174,6 +174,9 @@ fn hosts(emu: &Emulator) -> String {
 }
 
 /// A tenant's claim for the lent host, with user data.
+const JOB: &str = "apiVersion: ferrometal.io/v1alpha1\nkind: BMCJob\nmetadata: {name: cycle}\n\
+spec: {hostRef: {name: h0}, ttlSecondsAfterFinished: 0, tasks: [{powerAction: cycle}]}\n";
+
 const CLAIM: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: web-ud, namespace: tenant}\nstringData: {userData: \"#cloud-config\"}\n---\n\
 apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {name: web, namespace: tenant}\nspec:\n  poweredOn: true\n  hostSelector: {matchLabels: {pool: tenants}}\n  userData: {name: web-ud}\n  image: {url: \"http://127.0.0.1:1/claimed.iso\", format: live-iso}\n";
 
@@ -271,6 +274,23 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
                     "patch", "bmh", "h0", "--type", "merge", "-p",
                     r#"{"spec":{"online":true,"image":{"url":"http://127.0.0.1:1/live.iso","format":"live-iso"}}}"#,
                 ]);
+                true
+            })),
+        ),
+        (
+            "a BMCJob power-cycled h0, finished and was removed after its TTL",
+            Box::new(|| {
+                !s.ok(&["get", "bmcjobs", "-o", "name"]).contains("cycle")
+                    && run
+                        .emu
+                        .state(0)
+                        .actions
+                        .iter()
+                        .any(|a| a.contains("PowerCycle"))
+            }),
+            Some(Box::new(|| {
+                let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(JOB));
+                assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
                 true
             })),
         ),

@@ -181,6 +181,136 @@ async fn serve_survives_sigkill_mid_provisioning_without_repeating_destructive_a
     }
 }
 
+fn job_cli(s: &Serve, args: &[&str]) -> std::process::Output {
+    Command::new(&s.bin)
+        .args(["job", "run", "--kubeconfig"])
+        .arg(&s.kubeconfig)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn job_json(s: &Serve, name: &str) -> Value {
+    serde_json::from_str(&s.ok(&["get", "bmcjob", name, "-o", "json"])).unwrap()
+}
+
+/// `ferrometal job run`, and serve killed with SIGKILL while a job's power-off is under way:
+/// after the restart the job goes on from that task, and the BMC received each destructive
+/// action once. A second job queued behind the first runs after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bmcjobs_from_the_cli_resume_after_sigkill_without_repeating_an_action() {
+    let emu = Emulator::start(
+        EmulatorConfig {
+            systems: 1,
+            // Long enough that the kill lands while the power-off is pending.
+            power_delay: Duration::from_millis(3000),
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let flags = fast_controller_flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut s = serve(dir.path(), port, &flags);
+    let yaml = hosts_yaml(&emu, &[(0, "node-00".into())]).replace("online: false", "online: true");
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&yaml));
+    wait_all(&s, 1, "available");
+    for _ in 0..100 {
+        if emu.state(0).power_state.as_str() == "On" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let before = emu.state(0).actions.len();
+    let o = job_cli(
+        &s,
+        &["--host", "node-00", "--name", "j1", "power=off", "power=on"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "bmcjob/j1 created"
+    );
+    let bad = job_cli(&s, &["--host", "node-00", "power=maybe"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("power is one of"));
+
+    let mut issued = false;
+    for _ in 0..300 {
+        let j = job_json(&s, "j1");
+        if j["status"]["tasks"][0]["issued"] == true && emu.state(0).pending_power_state.is_some() {
+            issued = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        issued,
+        "the power-off was never sent: {}",
+        job_json(&s, "j1")
+    );
+    s.kill();
+
+    let s = serve(dir.path(), port, &flags);
+    let o = job_cli(
+        &s,
+        &[
+            "--host",
+            "node-00",
+            "--name",
+            "j2",
+            "--wait",
+            "power=status",
+        ],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("task 1/1 power=status Succeeded: power is On"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Completed: all tasks succeeded; desired state restored"),
+        "{out}"
+    );
+
+    let j1 = job_json(&s, "j1");
+    assert_eq!(j1["status"]["phase"], "Completed", "{j1}");
+    assert!(
+        j1["status"]["completionTime"].as_str() <= j2_start(&s).as_deref(),
+        "j2 ran after j1"
+    );
+    let actions = emu.state(0).actions[before..].to_vec();
+    assert_eq!(count(&actions, "ForceOff"), 1, "{actions:?}");
+    let ons = actions
+        .iter()
+        .filter(|a| *a == "Reset:On" || *a == "Reset:ForceOn")
+        .count();
+    assert_eq!(ons, 1, "{actions:?}");
+    let host: Value =
+        serde_json::from_str(&s.ok(&["get", "bmh", "node-00", "-o", "json"])).unwrap();
+    assert!(
+        host["metadata"]["annotations"]
+            .get("ferrometal.io/bmcjob")
+            .is_none(),
+        "the host is handed back: {host}"
+    );
+}
+
+fn j2_start(s: &Serve) -> Option<String> {
+    job_json(s, "j2")["status"]["startTime"]
+        .as_str()
+        .map(String::from)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_against_a_separate_serve_is_cluster_mode() {
     let emu = emulator(2).await;

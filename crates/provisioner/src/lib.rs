@@ -21,7 +21,7 @@ use ferrometal_api::{
     AutomatedCleaningMode, BootMode, CustomDeploy, HardwareDetails, Image, InspectionMode,
     RootDeviceHints, annotations::Operation,
 };
-use ferrometal_bmc::{BmcAddress, Credentials, PowerState};
+use ferrometal_bmc::{BmcAddress, BootDevice, Credentials, MediaStatus, PowerState};
 
 /// What a backend needs to know about one host. Built by the controller for each call from the
 /// host object, its credentials Secret and its data Secrets.
@@ -205,6 +205,50 @@ pub trait Provisioner: Send + Sync + 'static {
 
     /// Run one imperative operation (`ferrometal.io/operation`): issued once, Done when issued.
     async fn operation(&self, host: &HostInfo, op: Operation) -> Result<Step>;
+
+    /// Set (`Some`) or clear (`None`) a one-time boot device, for a BMCJob task; `efi` asks
+    /// for a UEFI boot. Sent once; the caller observes nothing further.
+    async fn boot_device(
+        &self,
+        host: &HostInfo,
+        device: Option<BootDevice>,
+        efi: bool,
+    ) -> Result<()> {
+        let _ = (device, efi);
+        Err(ProvisionerError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} provisioner sets no boot device for host {}",
+                self.name(),
+                host.key
+            ),
+        ))
+    }
+
+    /// Insert `url` into the virtual CD (`None` ejects), for a BMCJob task. Sent once.
+    async fn virtual_media(&self, host: &HostInfo, url: Option<&str>) -> Result<()> {
+        let _ = url;
+        Err(ProvisionerError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} provisioner has no virtual media for host {}",
+                self.name(),
+                host.key
+            ),
+        ))
+    }
+
+    /// The virtual CD as the BMC shows it.
+    async fn media_state(&self, host: &HostInfo) -> Result<MediaStatus> {
+        Err(ProvisionerError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} provisioner has no virtual media for host {}",
+                self.name(),
+                host.key
+            ),
+        ))
+    }
 
     /// Forget the host WITHOUT deprovisioning and without any power change.
     async fn detach(&self, host: &HostInfo) -> Result<Step>;

@@ -744,6 +744,41 @@ impl Provisioner for RedfishProvisioner {
         Ok(Step::Done(()))
     }
 
+    async fn boot_device(
+        &self,
+        host: &HostInfo,
+        device: Option<BootDevice>,
+        efi: bool,
+    ) -> Result<()> {
+        let (_st, bmc) = self.session(host).await?;
+        match device {
+            Some(device) => {
+                bmc.set_boot(ferrometal_bmc::BootOverride {
+                    device,
+                    once: true,
+                    mode: efi.then_some(BootMode::Uefi),
+                })
+                .await?
+            }
+            None => bmc.clear_boot().await?,
+        }
+        Ok(())
+    }
+
+    async fn virtual_media(&self, host: &HostInfo, url: Option<&str>) -> Result<()> {
+        let (_st, bmc) = self.session(host).await?;
+        match url {
+            Some(url) => bmc.insert_media(url).await?,
+            None => bmc.eject_media().await?,
+        }
+        Ok(())
+    }
+
+    async fn media_state(&self, host: &HostInfo) -> Result<ferrometal_bmc::MediaStatus> {
+        let (_st, bmc) = self.session(host).await?;
+        Ok(bmc.media_status().await?)
+    }
+
     async fn detach(&self, host: &HostInfo) -> Result<Step> {
         self.forget(&host.key);
         Ok(Step::Done(()))

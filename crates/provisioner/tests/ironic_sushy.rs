@@ -52,16 +52,6 @@ fn live_iso(url: &str) -> Deployment {
     }
 }
 
-/// Requests sushy-tools received that change something (power, media, boot).
-fn changes(sushy: &Sushy) -> Vec<String> {
-    std::fs::read_to_string(sushy.dir.path().join("sushy.log"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("POST ") || l.contains("PATCH "))
-        .map(String::from)
-        .collect()
-}
-
 fn count(lines: &[String], what: &str) -> usize {
     lines.iter().filter(|l| l.contains(what)).count()
 }
@@ -162,12 +152,12 @@ async fn detach_leaves_the_machine_alone_and_reattach_adopts_without_deploying()
     to_available(&p, &h).await;
     let deployment = live_iso(&files.url("live.iso"));
     done!("provision", p.provision(&h, &deployment));
-    let before = changes(&sushy);
+    let before = sushy.changes();
     assert_eq!(count(&before, "InsertMedia"), 1, "{before:#?}");
 
     done!("detach", p.detach(&h));
     assert!(ironic.node("ns~node").is_none());
-    assert_eq!(changes(&sushy), before, "detach changed the machine");
+    assert_eq!(sushy.changes(), before, "detach changed the machine");
     assert_eq!(sushy.system(SUSHY_SYSTEM_0)["PowerState"], "On");
     assert_eq!(sushy.virtual_cd(SUSHY_SYSTEM_0)["Inserted"], true);
 
@@ -181,11 +171,11 @@ async fn detach_leaves_the_machine_alone_and_reattach_adopts_without_deploying()
         node["instance_info"]["boot_iso"],
         files.url("live.iso").as_str()
     );
-    assert_eq!(changes(&sushy), before, "adoption changed the machine");
+    assert_eq!(sushy.changes(), before, "adoption changed the machine");
     assert_eq!(sushy.system(SUSHY_SYSTEM_0)["PowerState"], "On");
     // Provisioning the same image again is already done: nothing is deployed.
     done!("provision after adoption", p.provision(&h, &deployment));
-    assert_eq!(changes(&sushy), before);
+    assert_eq!(sushy.changes(), before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,7 +192,7 @@ async fn every_host_recovers_when_ironic_loses_its_database() {
         "provision",
         p.provision(&deployed, &live_iso(&files.url("live.iso")))
     );
-    let before = changes(&sushy);
+    let before = sushy.changes();
 
     ironic.restart_with_empty_database();
     assert!(ironic.node("ns~ready").is_none());
@@ -232,7 +222,7 @@ async fn every_host_recovers_when_ironic_loses_its_database() {
     assert_eq!(p.power_state(&ready).await.unwrap(), PowerState::Off);
     assert_eq!(p.power_state(&deployed).await.unwrap(), PowerState::On);
     assert_eq!(
-        count(&changes(&sushy), "InsertMedia"),
+        count(&sushy.changes(), "InsertMedia"),
         count(&before, "InsertMedia"),
         "the provisioned host was deployed again"
     );

@@ -69,6 +69,16 @@ pub struct Sushy {
 pub const SUSHY_SYSTEM_0: &str = "00000000-0000-4000-8000-000000000000";
 
 impl Sushy {
+    /// Requests sushy-tools received that change something (power, boot, media), in order.
+    pub fn changes(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("sushy.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("POST ") || l.contains("PATCH "))
+            .map(String::from)
+            .collect()
+    }
+
     pub fn start(systems: usize, auth: &str) -> Sushy {
         let dir = TempDir::new();
         let out = run_script(

@@ -14,6 +14,30 @@ pub struct Patience {
     pub every: Duration,
 }
 
+/// Polls until `ok` holds for the object; panics with the last one seen.
+pub async fn object<K>(
+    api: &Api<K>,
+    patience: Patience,
+    name: &str,
+    what: &str,
+    ok: impl Fn(&K) -> bool,
+) -> K
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let mut last = None;
+    for _ in 0..patience.tries {
+        if let Ok(o) = api.get(name).await {
+            if ok(&o) {
+                return o;
+            }
+            last = Some(o);
+        }
+        tokio::time::sleep(patience.every).await;
+    }
+    panic!("{name} never became {what}; last seen: {last:#?}");
+}
+
 /// Polls until `ok` holds for the host; panics with its last annotations, finalizers and status.
 pub async fn host(
     hosts: &Api<BareMetalHost>,

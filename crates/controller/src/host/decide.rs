@@ -184,8 +184,8 @@ const NOW: Duration = Duration::ZERO;
 
 /// The state machine. See the module docs for the two-pass protocol.
 pub fn decide(input: &Input<'_>) -> Decision {
-    // Paused: no status write, no call, no requeue.
-    if input.annotations.contains_key(ann::PAUSED) {
+    // Paused, or a BMCJob holds the host: no status write, no call, no requeue.
+    if input.annotations.contains_key(ann::PAUSED) || input.annotations.contains_key(ann::JOB) {
         return Decision::default();
     }
     let mut engine = Engine::new(input);

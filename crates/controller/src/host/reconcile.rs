@@ -213,7 +213,7 @@ fn fold(total: &mut Decision, current: &mut BareMetalHost, memo: &mut Option<Mem
     total.requeue = d.requeue;
 }
 
-async fn read_credentials(
+pub(crate) async fn read_credentials(
     ctx: &Context,
     host: &BareMetalHost,
 ) -> Result<(CredentialsObservation, Option<Credentials>), Error> {
@@ -260,7 +260,7 @@ async fn read_credentials(
     ))
 }
 
-fn host_info(
+pub(crate) fn host_info(
     host: &BareMetalHost,
     credentials: Option<&Credentials>,
 ) -> Result<HostInfo, ProvisionerError> {

@@ -155,6 +155,27 @@ impl Stack {
         poll::host(&self.hosts, PATIENCE, name, what, ok).await
     }
 
+    /// Creates a BMCJob from its spec (YAML/JSON shape) in the test namespace.
+    pub async fn job(&self, name: &str, spec: serde_json::Value) {
+        let jobs: Api<ferrometal_api::job::BMCJob> = Api::namespaced(self.client.clone(), NS);
+        let job = serde_json::from_value(json!({
+            "apiVersion": "ferrometal.io/v1alpha1", "kind": "BMCJob",
+            "metadata": {"name": name}, "spec": spec,
+        }))
+        .unwrap();
+        jobs.create(&PostParams::default(), &job).await.unwrap();
+    }
+
+    pub async fn wait_job(
+        &self,
+        name: &str,
+        what: &str,
+        ok: impl Fn(&ferrometal_api::job::BMCJob) -> bool,
+    ) -> ferrometal_api::job::BMCJob {
+        let jobs: Api<ferrometal_api::job::BMCJob> = Api::namespaced(self.client.clone(), NS);
+        poll::object(&jobs, PATIENCE, name, what, ok).await
+    }
+
     pub async fn wait_gone(&self, name: &str) {
         poll::host_gone(&self.hosts, PATIENCE, name).await
     }

@@ -980,6 +980,26 @@ impl IronicProvisioner {
         Ok(Step::Done(()))
     }
 
+    async fn do_boot_device(&self, host: &HostInfo, device: &str) -> Inner<()> {
+        let mut memo = self.memo(&host.key).await;
+        let Some(node) = self.steady(host, &mut memo).await? else {
+            return Err(ProvisionerError::new(
+                ErrorKind::Unreachable,
+                format!("node {} is being registered again in Ironic", host.key),
+            )
+            .into());
+        };
+        self.client
+            .call(
+                Method::PUT,
+                &format!("/v1/nodes/{}/management/boot_device", uuid(&node)),
+                Some(&json!({"boot_device": device, "persistent": false})),
+            )
+            .await
+            .ctx(|| format!("one-time {device} boot on node {}", host.key))?;
+        Ok(())
+    }
+
     /// Removes the node without any tear-down: maintenance first, so Ironic neither cleans nor
     /// touches power, then delete.
     async fn do_remove(&self, host: &HostInfo) -> Inner<Step> {
@@ -1040,6 +1060,18 @@ impl<T> Step<T> {
             Step::Done(_) => unreachable!("only waiting steps are mapped"),
         }
     }
+}
+
+/// Ironic's virtual media API needs API version 1.89 (1.93 to read it back); this client
+/// speaks 1.81 throughout, so media tasks are refused with the way out.
+fn vmedia_unsupported(host: &HostInfo) -> ProvisionerError {
+    ProvisionerError::new(
+        ErrorKind::Unsupported,
+        format!(
+            "virtual media tasks for host {} are not run through Ironic (its vmedia API needs API 1.89; ferrometal speaks 1.81): use the redfish provisioner for media tasks",
+            host.key
+        ),
+    )
 }
 
 fn uuid(node: &Value) -> &str {
@@ -1252,6 +1284,43 @@ impl Provisioner for IronicProvisioner {
         }
         let r = self.do_operation(host, op).await;
         self.finish(host, r)
+    }
+
+    async fn boot_device(
+        &self,
+        host: &HostInfo,
+        device: Option<ferrometal_bmc::BootDevice>,
+        _efi: bool,
+    ) -> Result<()> {
+        use ferrometal_bmc::BootDevice as B;
+        // Ironic clears a one-time device itself at the next boot; the node's boot mode
+        // capability, not the request, says UEFI or BIOS.
+        let Some(device) = device else {
+            return Ok(());
+        };
+        let name = match device {
+            B::Pxe => "pxe",
+            B::Hdd => "disk",
+            B::Cd => "cdrom",
+            B::BiosSetup => "bios",
+            B::UefiHttp => {
+                return Err(ProvisionerError::new(
+                    ErrorKind::Unsupported,
+                    "Ironic's boot device API has no UEFI HTTP boot",
+                ));
+            }
+        };
+        let r = self.do_boot_device(host, name).await;
+        self.finish(host, r.map(Step::Done))?;
+        Ok(())
+    }
+
+    async fn virtual_media(&self, host: &HostInfo, _url: Option<&str>) -> Result<()> {
+        Err(vmedia_unsupported(host))
+    }
+
+    async fn media_state(&self, host: &HostInfo) -> Result<ferrometal_bmc::MediaStatus> {
+        Err(vmedia_unsupported(host))
     }
 
     async fn detach(&self, host: &HostInfo) -> Result<Step> {

@@ -1,0 +1,402 @@
+//! One reconcile of one BMCJob: read the job and its host, step (pure), write the status, and
+//! only then send the BMC action the step asked for (so a restart never sends it twice).
+//! Each reconcile makes at most one reading and one action, each a single request with the
+//! provisioner's timeout; waiting for the BMC to show an effect is a requeue.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrometal_api::annotations as ann;
+use ferrometal_api::job::{BMCJob, BMCJobStatus, JobPhase, PowerAction};
+use ferrometal_api::{BareMetalHost, OperationalStatus, ProvisioningState as S};
+use ferrometal_provisioner::{ErrorKind, HostInfo, ProvisionerError};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde_json::json;
+
+use super::step::{Act, HostView, Look, Seen, Step, StepInput, step};
+use crate::context::Context;
+use crate::host::decide::HostEvent;
+use crate::host::reconcile::{Error, host_info, read_credentials};
+use crate::host::status::merge_diff;
+
+/// Held on a job until it has finished (and restored), so deleting a running job stops it
+/// cleanly after the current task.
+pub const FINALIZER: &str = "ferrometal.io/bmcjob";
+
+/// How long a new job waits for a host it cannot see before failing for want of it.
+const HOST_GRACE: Duration = Duration::from_secs(30);
+
+pub struct JobContext {
+    pub ctx: Arc<Context>,
+    pub jobs: Store<BMCJob>,
+    /// How long a task or the restore may take to show on the BMC.
+    pub timeout: Duration,
+}
+
+fn finished(status: &BMCJobStatus) -> bool {
+    matches!(status.phase, JobPhase::Completed | JobPhase::Failed)
+}
+
+/// What the job controller may do with the host now.
+pub fn host_view(host: Option<&BareMetalHost>) -> HostView {
+    let Some(host) = host.filter(|h| h.metadata.deletion_timestamp.is_none()) else {
+        return HostView::Missing;
+    };
+    if host.annotations().contains_key(ann::PAUSED) {
+        return HostView::Busy("paused".into());
+    }
+    let status = host.status.clone().unwrap_or_default();
+    let detached = status.operational_status == OperationalStatus::Detached;
+    match status.provisioning.state {
+        _ if detached => HostView::Ready {
+            online: host.spec.online,
+        },
+        S::Available | S::Ready | S::Provisioned | S::ExternallyProvisioned => HostView::Ready {
+            online: host.spec.online,
+        },
+        S::Unmanaged => HostView::Busy("unmanaged (no BMC)".into()),
+        S::None => HostView::Busy("not registered yet".into()),
+        other => HostView::Busy(other.as_str().into()),
+    }
+}
+
+/// The unfinished job this one waits for: the host's current holder, or an older job.
+fn ahead_of(jobs: &Store<BMCJob>, job: &BMCJob, host: Option<&BareMetalHost>) -> Option<String> {
+    let name = job.name_any();
+    let ns = job.namespace();
+    if let Some(holder) = host.and_then(|h| h.annotations().get(ann::JOB))
+        && *holder != name
+        && jobs.state().iter().any(|j| {
+            j.name_any() == *holder
+                && j.namespace() == ns
+                && !j.status.as_ref().is_some_and(finished)
+        })
+    {
+        return Some(holder.clone());
+    }
+    let order = |j: &BMCJob| {
+        (
+            j.metadata.creation_timestamp.clone().map(|t| t.0),
+            j.name_any(),
+        )
+    };
+    let mine = order(job);
+    jobs.state()
+        .iter()
+        .filter(|j| {
+            j.namespace() == ns
+                && j.spec.host_ref.name == job.spec.host_ref.name
+                && j.name_any() != name
+                && j.metadata.deletion_timestamp.is_none()
+                && !j.status.as_ref().is_some_and(finished)
+                && order(j) < mine
+        })
+        .min_by_key(|j| order(j))
+        .map(|j| j.name_any())
+}
+
+pub async fn reconcile(job: Arc<BMCJob>, jc: Arc<JobContext>) -> Result<Action, Error> {
+    let ctx = &jc.ctx;
+    let ns = job.namespace().unwrap_or_default();
+    let name = job.name_any();
+    let jobs: Api<BMCJob> = Api::namespaced(ctx.client.clone(), &ns);
+    let hosts: Api<BareMetalHost> = Api::namespaced(ctx.client.clone(), &ns);
+    let status = job.status.clone().unwrap_or_default();
+    let deleting = job.metadata.deletion_timestamp.is_some();
+    // The host controller's cache: its resourceVersion guards the lock, so a stale copy
+    // costs a conflict and a retry, never two holders.
+    let host = ctx
+        .hosts
+        .get(&ObjectRef::new(&job.spec.host_ref.name).within(&ns))
+        .map(|h| (*h).clone());
+    let young = job.metadata.creation_timestamp.as_ref().is_some_and(|t| {
+        Timestamp::now().as_second() - t.0.as_second() < HOST_GRACE.as_secs() as i64
+    });
+    if host.is_none() && status.phase == JobPhase::Waiting && young && !deleting {
+        // Created with its host: the cache may not show the host yet.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    if host.is_none() && ctx.config.label_selector.is_some() {
+        // Another shard's host, or not cached yet: that shard runs its jobs.
+        return Ok(Action::requeue(Duration::from_secs(30)));
+    }
+
+    if finished(&status) {
+        release(&hosts, host.as_ref(), &name).await?;
+        if job.finalizers().iter().any(|f| f == FINALIZER) {
+            let rest: Vec<_> = job
+                .finalizers()
+                .iter()
+                .filter(|f| *f != FINALIZER)
+                .collect();
+            jobs.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": rest}})),
+            )
+            .await?;
+        }
+        return ttl(&jobs, &job, &status).await;
+    }
+    if !deleting && !job.finalizers().iter().any(|f| f == FINALIZER) {
+        let mut all = job.finalizers().to_vec();
+        all.push(FINALIZER.into());
+        jobs.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": all,
+                "resourceVersion": job.resource_version()}})),
+        )
+        .await?;
+        return Ok(Action::requeue(Duration::ZERO));
+    }
+
+    let view = host_view(host.as_ref());
+    let behind = (status.phase == JobPhase::Waiting)
+        .then(|| ahead_of(&jc.jobs, &job, host.as_ref()))
+        .flatten();
+    let now = Timestamp::now();
+    let input = StepInput {
+        spec: &job.spec,
+        status: &status,
+        host: &view,
+        behind: behind.as_deref(),
+        deleting,
+        now,
+        seen: None,
+        act_failed: None,
+        timeout: jc.timeout,
+    };
+    let mut out = step(&input);
+    let info = match &host {
+        Some(h) if out.look.is_some() || out.act.is_some() => Some(target(ctx, h).await),
+        _ => None,
+    };
+    if let (Some(look), Some(info)) = (out.look, &info) {
+        let seen = match info {
+            Ok(info) => read(ctx, info, look).await,
+            Err(e) => Seen::Error(e.message.clone()),
+        };
+        let again = StepInput {
+            seen: Some(seen),
+            ..input.clone()
+        };
+        let mut next = step(&again);
+        next.events.splice(0..0, out.events);
+        out = next;
+    }
+    if status.phase == JobPhase::Waiting && out.status.phase == JobPhase::Running {
+        let Some(h) = &host else {
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        };
+        // The host's resourceVersion makes two jobs racing for it conflict (409, retried).
+        hosts
+            .patch(
+                &h.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {ann::JOB: name},
+                    "resourceVersion": h.resource_version()}})),
+            )
+            .await?;
+    }
+    write_status(&jobs, &name, &status, &out.status).await?;
+    publish(ctx, &job, host.as_ref(), &out).await;
+
+    if let Some(act) = out.act.clone() {
+        let info = match &info {
+            Some(Ok(i)) => Ok(i.clone()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(ProvisionerError::new(
+                ErrorKind::InvalidInput,
+                "the host is gone",
+            )),
+        };
+        let sent = match info {
+            Ok(info) => send(ctx, &info, &act).await,
+            Err(e) => Err(e),
+        };
+        match sent {
+            Ok(()) => {}
+            // A one-time override is consumed by the next boot anyway.
+            Err(e) if act == Act::ClearBoot && e.kind == ErrorKind::Unsupported => {}
+            Err(e) => {
+                let failed = StepInput {
+                    status: &out.status,
+                    act_failed: Some(e.message.clone()),
+                    ..input.clone()
+                };
+                let after = step(&failed);
+                write_status(&jobs, &name, &out.status, &after.status).await?;
+                publish(ctx, &job, host.as_ref(), &after).await;
+                return Ok(requeue(&after));
+            }
+        }
+    }
+    Ok(requeue(&out))
+}
+
+fn requeue(out: &Step) -> Action {
+    match out.requeue {
+        Some(d) => Action::requeue(d),
+        None if finished(&out.status) => Action::requeue(Duration::ZERO),
+        // A reading is still wanted: look again shortly.
+        None if out.look.is_some() => Action::requeue(super::step::POLL),
+        None => Action::await_change(),
+    }
+}
+
+pub fn error_policy(_job: Arc<BMCJob>, error: &Error, _jc: Arc<JobContext>) -> Action {
+    tracing::debug!(%error, "bmcjob reconcile failed");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// The host's BMC as the provisioner addresses it (credentials from its Secret).
+async fn target(ctx: &Context, host: &BareMetalHost) -> Result<HostInfo, ProvisionerError> {
+    let (_, creds) = read_credentials(ctx, host)
+        .await
+        .map_err(|e| ProvisionerError::new(ErrorKind::Unreachable, e.to_string()))?;
+    host_info(host, creds.as_ref())
+}
+
+async fn read(ctx: &Context, info: &HostInfo, look: Look) -> Seen {
+    let r = match look {
+        Look::Power => ctx.provisioner.power_state(info).await.map(Seen::Power),
+        Look::Media => ctx
+            .provisioner
+            .media_state(info)
+            .await
+            .map(|m| Seen::Media {
+                inserted: m.inserted,
+                image: m.image,
+            }),
+    };
+    r.unwrap_or_else(|e| Seen::Error(e.message))
+}
+
+async fn send(ctx: &Context, info: &HostInfo, act: &Act) -> Result<(), ProvisionerError> {
+    use ferrometal_api::annotations::Operation as Op;
+    use ferrometal_api::job::BootDevice as D;
+    use ferrometal_bmc::BootDevice as B;
+    let p = &ctx.provisioner;
+    match act {
+        Act::Power(action) => {
+            let op = match action {
+                PowerAction::On => Op::ForceOn,
+                PowerAction::Off => Op::ForceOff,
+                PowerAction::Soft => Op::GracefulShutdown,
+                PowerAction::Cycle => Op::PowerCycle,
+                PowerAction::Reset => Op::ForceRestart,
+                PowerAction::Status => return Ok(()),
+            };
+            p.operation(info, op).await.map(|_| ())
+        }
+        Act::Boot { device, efi } => {
+            let device = match device {
+                D::Pxe => B::Pxe,
+                D::Disk => B::Hdd,
+                D::Cdrom => B::Cd,
+                D::Bios => B::BiosSetup,
+                D::Safe => {
+                    return Err(ProvisionerError::new(
+                        ErrorKind::Unsupported,
+                        "boot device safe: no BMC protocol here offers a safe-mode boot",
+                    ));
+                }
+            };
+            p.boot_device(info, Some(device), *efi).await
+        }
+        Act::ClearBoot => p.boot_device(info, None, false).await,
+        Act::InsertMedia(url) => p.virtual_media(info, Some(url)).await,
+        Act::EjectMedia => p.virtual_media(info, None).await,
+    }
+}
+
+async fn write_status(
+    jobs: &Api<BMCJob>,
+    name: &str,
+    old: &BMCJobStatus,
+    new: &BMCJobStatus,
+) -> Result<(), Error> {
+    let diff = merge_diff(&serde_json::to_value(old)?, &serde_json::to_value(new)?);
+    if let Some(diff) = diff {
+        jobs.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": diff })),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Events on the job and, for the job's progress, on its host.
+async fn publish(ctx: &Context, job: &BMCJob, host: Option<&BareMetalHost>, out: &Step) {
+    let events: Vec<HostEvent> = out
+        .events
+        .iter()
+        .map(|e| HostEvent {
+            warning: e.warning,
+            reason: e.reason.into(),
+            note: e.message.clone(),
+        })
+        .collect();
+    ctx.events.publish_about(job, &events).await;
+    if let Some(h) = host {
+        let name = job.name_any();
+        let on_host: Vec<HostEvent> = events
+            .into_iter()
+            .map(|mut e| {
+                e.reason = format!("BMCJob{}", e.reason);
+                e.note = format!("job {name}: {}", e.note);
+                e
+            })
+            .collect();
+        ctx.events.publish_about(h, &on_host).await;
+    }
+}
+
+/// Hands the host back to the host controller if this job holds it.
+async fn release(
+    hosts: &Api<BareMetalHost>,
+    host: Option<&BareMetalHost>,
+    job: &str,
+) -> Result<(), Error> {
+    if let Some(h) = host
+        && h.annotations().get(ann::JOB).map(String::as_str) == Some(job)
+    {
+        hosts
+            .patch(
+                &h.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {ann::JOB: null}}})),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+async fn ttl(jobs: &Api<BMCJob>, job: &BMCJob, status: &BMCJobStatus) -> Result<Action, Error> {
+    let (Some(ttl), Some(done)) = (
+        job.spec.ttl_seconds_after_finished,
+        status
+            .completion_time
+            .as_deref()
+            .and_then(|t| t.parse::<Timestamp>().ok()),
+    ) else {
+        return Ok(Action::await_change());
+    };
+    let left = done.as_second() + ttl - Timestamp::now().as_second();
+    if left > 0 {
+        return Ok(Action::requeue(Duration::from_secs(left as u64)));
+    }
+    match jobs.delete(&job.name_any(), &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(Action::await_change())
+}
