@@ -307,6 +307,54 @@ where
     Ok(())
 }
 
+/// The `bmc` credentials Secret every scenario's hosts use.
+pub async fn create_bmc_secret(client: &kube::Client, namespace: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Secret;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "bmc", "namespace": namespace},
+        "stringData": {"username": "admin", "password": "password"},
+    }))?;
+    secrets
+        .create(&kube::api::PostParams::default(), &secret)
+        .await?;
+    Ok(())
+}
+
+/// `n` BareMetalHosts named `name(i)` on the emulator's systems `sys-i` under `base` (a
+/// `redfish-virtualmedia+http://` URL), with `spec` (online, inspectionMode...) besides the BMC.
+pub async fn create_emulated_hosts(
+    api: &Api<DynamicObject>,
+    namespace: &str,
+    base: &str,
+    n: usize,
+    concurrency: usize,
+    name: fn(usize) -> String,
+    spec: serde_json::Value,
+) -> anyhow::Result<()> {
+    let ar = bmh_resource();
+    for_each_concurrent(n, concurrency, |i| {
+        let api = api.clone();
+        let ar = ar.clone();
+        let mut spec = spec.clone();
+        spec["bmc"] = serde_json::json!({
+            "address": format!("{base}/redfish/v1/Systems/sys-{i}"),
+            "credentialsName": "bmc",
+        });
+        async move {
+            let host = DynamicObject::new(&name(i), &ar)
+                .within(namespace)
+                .data(serde_json::json!({ "spec": spec }));
+            api.create(&kube::api::PostParams::default(), &host)
+                .await
+                .with_context(|| format!("creating {}", name(i)))?;
+            Ok(())
+        }
+    })
+    .await
+}
+
 /// Scrapes a Prometheus counter family (summing every label set) from /metrics.
 pub async fn metric_sum(http: &reqwest::Client, url: &str, family: &str) -> Option<f64> {
     let text = http.get(url).send().await.ok()?.text().await.ok()?;

@@ -10,6 +10,7 @@
 mod apiserver;
 mod common;
 mod emucap;
+mod jobs;
 mod procfs;
 mod scale;
 mod stats;
@@ -107,6 +108,20 @@ enum Scenario {
         #[arg(long, default_value_t = 500)]
         bindings: usize,
     },
+    /// N hosts on the emulator, then one three-task BMCJob per host at once: wall time, BMC
+    /// requests per job, job latency.
+    Jobs {
+        #[arg(long, default_value_t = 1000)]
+        hosts: usize,
+        /// Creates in flight.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        #[arg(long, default_value_t = 1200)]
+        timeout: u64,
+        /// Extra `ferrometal serve` flags (repeatable).
+        #[arg(long = "serve-arg", allow_hyphen_values = true)]
+        serve_args: Vec<String>,
+    },
     /// The emulator's own capacity (GET/s of a ComputerSystem).
     Emulator {
         #[arg(long, default_value_t = 10000)]
@@ -185,6 +200,22 @@ async fn main() -> std::process::ExitCode {
                 lists: lists.max(1),
                 changes,
                 watchers,
+                ferrometal: cli.ferrometal,
+                keep: cli.keep,
+            })
+            .await
+        }
+        Scenario::Jobs {
+            hosts,
+            concurrency,
+            timeout,
+            serve_args,
+        } => {
+            jobs::run(jobs::Opts {
+                hosts: hosts.max(1),
+                concurrency,
+                timeout,
+                serve_args,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,
             })

@@ -8,14 +8,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use ferrometal_emulator::{Emulator, EmulatorConfig};
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::common::{
-    NAMESPACE, Scratch, ServeChild, bmh_api, bmh_resource, ferrometal_binary, finish,
-    for_each_concurrent, free_port, metric_sum, say, unix_micros, wait_all, wait_for_crd,
-    watch_states,
+    NAMESPACE, Scratch, ServeChild, bmh_api, create_bmc_secret, create_emulated_hosts,
+    ferrometal_binary, finish, for_each_concurrent, free_port, metric_sum, say, unix_micros,
+    wait_all, wait_for_crd, watch_states,
 };
 use crate::emucap;
 use crate::procfs;
@@ -211,35 +210,19 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
     let started = Instant::now();
     let rv0 = resource_version(&api).await;
     let rec0 = reconciles().await.unwrap_or(0.0);
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "bmc", "namespace": NAMESPACE},
-        "stringData": {"username": "admin", "password": "password"},
-    }))?;
-    secrets.create(&PostParams::default(), &secret).await?;
-    let ar = bmh_resource();
+    create_bmc_secret(&client, NAMESPACE).await?;
     let base = emu
         .base_url()
         .replace("http://", "redfish-virtualmedia+http://");
-    for_each_concurrent(o.hosts, o.create_concurrency, |i| {
-        let api = api.clone();
-        let ar = ar.clone();
-        let address = format!("{base}/redfish/v1/Systems/sys-{i}");
-        async move {
-            let host = DynamicObject::new(&host_name(i), &ar)
-                .within(NAMESPACE)
-                .data(json!({"spec": {
-                    "online": false,
-                    "bmc": {"address": address, "credentialsName": "bmc"},
-                    "inspectionMode": "fast",
-                }}));
-            api.create(&PostParams::default(), &host)
-                .await
-                .with_context(|| format!("creating {}", host_name(i)))?;
-            Ok(())
-        }
-    })
+    create_emulated_hosts(
+        &api,
+        NAMESPACE,
+        &base,
+        o.hosts,
+        o.create_concurrency,
+        host_name,
+        json!({"online": false, "inspectionMode": "fast"}),
+    )
     .await?;
     let created = started.elapsed();
     say(&format!(

@@ -8,6 +8,7 @@ pub mod hardware;
 pub mod host;
 pub mod host_config;
 pub mod job;
+pub mod rufio;
 
 pub use claim::{
     HostClaim, HostClaimNamespaces, HostClaimSpec, HostClaimStatus, HostDeployPolicy,
@@ -28,6 +29,9 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         HostClaim::crd(),
         HostDeployPolicy::crd(),
         job::BMCJob::crd(),
+        rufio::Machine::crd(),
+        rufio::Job::crd(),
+        rufio::Task::crd(),
     ]
 }
 

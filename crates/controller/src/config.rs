@@ -27,6 +27,8 @@ pub struct ControllerConfig {
     pub api_error_backoff: Duration,
     /// `reportingController` of Events.
     pub reporter: String,
+    /// Serve Tinkerbell Rufio's Machine, Job and Task (off where Rufio itself runs).
+    pub rufio: bool,
 }
 
 impl Default for ControllerConfig {
@@ -44,6 +46,7 @@ impl Default for ControllerConfig {
             not_ready_retry: Duration::from_secs(30),
             api_error_backoff: Duration::from_millis(500),
             reporter: "ferrometal-controller".into(),
+            rufio: true,
         }
     }
 }

@@ -34,6 +34,7 @@ pub mod hardware_data;
 pub mod host;
 pub mod job;
 pub mod metrics;
+pub mod rufio;
 pub mod secrets;
 
 use std::future::Future;
@@ -96,8 +97,26 @@ pub async fn run(
     use futures::FutureExt;
     let shutdown = shutdown.shared();
     let claims = claim::run(client.clone(), config.clone(), shutdown.clone());
-    let hosts = run_hosts(client, provisioner, config, shutdown);
-    let (hosts, claims) = tokio::join!(hosts, claims);
+    let rufio = async {
+        if config.rufio {
+            let ctx = Arc::new(rufio::RufioContext {
+                client: client.clone(),
+                task_timeout: std::time::Duration::from_secs(600),
+                machine_poll: config
+                    .power_poll_interval
+                    .max(std::time::Duration::from_secs(1)),
+                bmc_timeout: std::time::Duration::from_secs(20),
+            });
+            rufio::run(ctx, config.concurrency, shutdown.clone()).await;
+        }
+    };
+    let hosts = run_hosts(
+        client.clone(),
+        provisioner,
+        config.clone(),
+        shutdown.clone(),
+    );
+    let (hosts, claims, ()) = tokio::join!(hosts, claims, rufio);
     hosts.and(claims)
 }
 

@@ -19,6 +19,12 @@ pub struct StateLabels {
     pub state: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// `completed` or `failed`.
+    pub outcome: String,
+}
+
 pub struct Metrics {
     pub reconciles: Counter,
     pub reconcile_errors: Family<CategoryLabels, Counter>,
@@ -27,6 +33,10 @@ pub struct Metrics {
     pub claim_reconciles: Counter,
     /// Hosts bound to HostClaims (each successful binding).
     pub claims_bound: Counter,
+    /// BMCJobs that ended, by outcome.
+    pub jobs_finished: Family<OutcomeLabels, Counter>,
+    /// Time from a BMCJob task's start to its end (sent and observed).
+    pub job_task_duration: Histogram,
     registry: Registry,
 }
 
@@ -69,7 +79,21 @@ impl Metrics {
             "Hosts bound to HostClaims",
             claims_bound.clone(),
         );
+        let jobs_finished = Family::<OutcomeLabels, Counter>::default();
+        let job_task_duration = Histogram::new(exponential_buckets(0.05, 2.0, 14));
+        registry.register(
+            "bmcjobs_finished",
+            "BMCJobs that ended, by outcome",
+            jobs_finished.clone(),
+        );
+        registry.register(
+            "bmcjob_task_duration_seconds",
+            "Time from a BMCJob task's start until the BMC showed its effect",
+            job_task_duration.clone(),
+        );
         Metrics {
+            jobs_finished,
+            job_task_duration,
             claim_reconciles,
             claims_bound,
             reconciles,

@@ -122,6 +122,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         deploy_kernel_url: None,
         deploy_ramdisk_url: None,
         deploy_iso_url: None,
+        no_rufio: false,
     };
     let controllers = tokio::spawn(controllers::run(
         client.clone(),

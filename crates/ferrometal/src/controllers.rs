@@ -81,6 +81,9 @@ pub struct ControllerArgs {
     /// (DEPLOY_ISO_URL).
     #[arg(long, env = "DEPLOY_ISO_URL")]
     pub deploy_iso_url: Option<String>,
+    /// Do not serve Tinkerbell Rufio's Machine/Job/Task (where Rufio itself runs).
+    #[arg(long)]
+    pub no_rufio: bool,
 }
 
 /// BMC requests sent, counted by the BMC layer's own observer; shown on /metrics.
@@ -114,6 +117,7 @@ impl ControllerArgs {
             power_poll_interval: Duration::from_secs(self.power_poll_interval.max(1)),
             backoff_base: Duration::from_secs(self.error_backoff.max(1)),
             max_provisioning_retries: self.max_provisioning_retries,
+            rufio: !self.no_rufio,
             ..ControllerConfig::default()
         }
     }

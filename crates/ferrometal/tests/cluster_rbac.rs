@@ -106,7 +106,7 @@ impl Drop for Run {
 async fn start(rbac: &str) -> Run {
     let emu = Emulator::start(
         EmulatorConfig {
-            systems: 3,
+            systems: 4,
             power_delay: Duration::from_millis(200),
             ..Default::default()
         },
@@ -173,10 +173,23 @@ fn hosts(emu: &Emulator) -> String {
     )
 }
 
-/// A tenant's claim for the lent host, with user data.
+/// A BMCJob that power-cycles h0 and is deleted as soon as it ends.
 const JOB: &str = "apiVersion: ferrometal.io/v1alpha1\nkind: BMCJob\nmetadata: {name: cycle}\n\
 spec: {hostRef: {name: h0}, ttlSecondsAfterFinished: 0, tasks: [{powerAction: cycle}]}\n";
 
+/// A Rufio Machine on the emulator's fourth system and a Job powering it on.
+fn rufio(emu: &Emulator) -> String {
+    let port = emu.base_url().rsplit(':').next().unwrap().to_string();
+    format!(
+        "apiVersion: bmc.tinkerbell.org/v1alpha1\nkind: Machine\nmetadata: {{name: m3, namespace: default}}\n\
+         spec: {{connection: {{host: \"http://127.0.0.1\", port: {port}, insecureTLS: true,\n\
+           authSecretRef: {{name: bmc, namespace: default}}, providerOptions: {{redfish: {{systemName: sys-3}}}}}}}}\n---\n\
+         apiVersion: bmc.tinkerbell.org/v1alpha1\nkind: Job\nmetadata: {{name: on3, namespace: default}}\n\
+         spec: {{machineRef: {{name: m3, namespace: default}}, tasks: [{{powerAction: \"on\"}}]}}\n"
+    )
+}
+
+/// A tenant's claim for the lent host, with user data.
 const CLAIM: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: web-ud, namespace: tenant}\nstringData: {userData: \"#cloud-config\"}\n---\n\
 apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {name: web, namespace: tenant}\nspec:\n  poweredOn: true\n  hostSelector: {matchLabels: {pool: tenants}}\n  userData: {name: web-ud}\n  image: {url: \"http://127.0.0.1:1/claimed.iso\", format: live-iso}\n";
 
@@ -290,6 +303,24 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
             }),
             Some(Box::new(|| {
                 let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(JOB));
+                assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+                true
+            })),
+        ),
+        (
+            "a Rufio Job powered its Machine on through a Task",
+            Box::new(|| {
+                s.ok(&[
+                    "get",
+                    "jobs.bmc.tinkerbell.org",
+                    "on3",
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Completed\")].status}",
+                ]) == "True"
+                    && run.emu.state(3).power_state.as_str() == "On"
+            }),
+            Some(Box::new(|| {
+                let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&rufio(&run.emu)));
                 assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
                 true
             })),

@@ -334,3 +334,95 @@ fn users_roles_and_service_accounts_through_kubectl() {
         assert!(!audit.contains(secret), "the audit log holds a secret");
     }
 }
+
+/// `ferrometal-bmc-operator`: runs BMCJobs (with `ferrometal job run`) and Rufio Jobs, reads
+/// hosts, and gets no Secret and no write to hosts.
+#[test]
+fn the_bmc_operator_role_runs_jobs_without_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), free_port(), &["--no-controllers"]);
+    s.ok(&["create", "namespace", "infra"]);
+    s.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "bmc-creds",
+        "-n",
+        "infra",
+        "--from-literal=password=s3cr3t-bmc-password",
+    ]);
+    s.ok(&[
+        "create",
+        "rolebinding",
+        "ops-bmc",
+        "-n",
+        "infra",
+        "--clusterrole=ferrometal-bmc-operator",
+        "--user=ops",
+    ]);
+    let ops = s.user_kubeconfig("ops", &[], "infra");
+    ok_as(&s, &ops, &["get", "bmh", "-n", "infra"]);
+    assert!(can_i(
+        &s,
+        &ops,
+        &["create", "bmcjobs.ferrometal.io", "-n", "infra"]
+    ));
+    assert!(can_i(
+        &s,
+        &ops,
+        &["create", "jobs.bmc.tinkerbell.org", "-n", "infra"]
+    ));
+    assert!(!can_i(&s, &ops, &["get", "secrets", "-n", "infra"]));
+    assert!(!can_i(
+        &s,
+        &ops,
+        &["patch", "baremetalhosts", "-n", "infra"]
+    ));
+    assert!(!can_i(
+        &s,
+        &ops,
+        &["create", "bmcjobs.ferrometal.io", "-n", "default"]
+    ));
+    let e = fails_as(&s, &ops, &["get", "secret", "bmc-creds", "-n", "infra"]);
+    assert!(e.contains("forbidden"), "{e}");
+
+    // The CLI as that user.
+    let o = std::process::Command::new(&s.bin)
+        .args(["job", "run", "--kubeconfig"])
+        .arg(&ops)
+        .args([
+            "-n",
+            "infra",
+            "--host",
+            "h0",
+            "--name",
+            "by-ops",
+            "power=cycle",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let job = ok_as(
+        &s,
+        &ops,
+        &[
+            "get",
+            "bmcjob",
+            "by-ops",
+            "-n",
+            "infra",
+            "-o",
+            "jsonpath={.spec.tasks[0].powerAction}",
+        ],
+    );
+    assert_eq!(job, "cycle");
+    // Elsewhere, refused with the 403 text.
+    let o = std::process::Command::new(&s.bin)
+        .args(["job", "run", "--kubeconfig"])
+        .arg(&ops)
+        .args(["-n", "default", "--host", "h0", "power=cycle"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("forbidden"), "{}", stderr(&o));
+}

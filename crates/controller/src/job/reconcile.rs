@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrometal_api::annotations as ann;
-use ferrometal_api::job::{BMCJob, BMCJobStatus, JobPhase, PowerAction};
+use ferrometal_api::job::{BMCJob, BMCJobStatus, JobPhase, PowerAction, TaskState};
 use ferrometal_api::{BareMetalHost, OperationalStatus, ProvisioningState as S};
 use ferrometal_provisioner::{ErrorKind, HostInfo, ProvisionerError};
 use k8s_openapi::jiff::Timestamp;
@@ -203,7 +203,8 @@ pub async fn reconcile(job: Arc<BMCJob>, jc: Arc<JobContext>) -> Result<Action, 
             )
             .await?;
     }
-    write_status(&jobs, &name, &status, &out.status).await?;
+    let mut rv = job.resource_version();
+    write_status(&jobs, &name, &mut rv, &status, &out.status).await?;
     publish(ctx, &job, host.as_ref(), &out).await;
 
     if let Some(act) = out.act.clone() {
@@ -230,7 +231,7 @@ pub async fn reconcile(job: Arc<BMCJob>, jc: Arc<JobContext>) -> Result<Action, 
                     ..input.clone()
                 };
                 let after = step(&failed);
-                write_status(&jobs, &name, &out.status, &after.status).await?;
+                write_status(&jobs, &name, &mut rv, &out.status, &after.status).await?;
                 publish(ctx, &job, host.as_ref(), &after).await;
                 return Ok(requeue(&after));
             }
@@ -251,7 +252,17 @@ fn requeue(out: &Step) -> Action {
 
 pub fn error_policy(_job: Arc<BMCJob>, error: &Error, _jc: Arc<JobContext>) -> Action {
     tracing::debug!(%error, "bmcjob reconcile failed");
-    Action::requeue(Duration::from_secs(2))
+    retry_after(error)
+}
+
+/// A conflict means the cache was behind our own write: look again almost at once.
+pub fn retry_after(error: &Error) -> Action {
+    match error {
+        Error::Kube(kube::Error::Api(e)) if e.code == 409 => {
+            Action::requeue(Duration::from_millis(200))
+        }
+        _ => Action::requeue(Duration::from_secs(2)),
+    }
 }
 
 /// The host's BMC as the provisioner addresses it (credentials from its Secret).
@@ -315,22 +326,56 @@ async fn send(ctx: &Context, info: &HostInfo, act: &Act) -> Result<(), Provision
     }
 }
 
+/// Writes what changed, on the version of the job this reconcile read (`rv`, updated to the
+/// written one): a reconcile on a stale copy conflicts instead of repeating an action.
 async fn write_status(
     jobs: &Api<BMCJob>,
     name: &str,
+    rv: &mut Option<String>,
     old: &BMCJobStatus,
     new: &BMCJobStatus,
 ) -> Result<(), Error> {
     let diff = merge_diff(&serde_json::to_value(old)?, &serde_json::to_value(new)?);
     if let Some(diff) = diff {
-        jobs.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": diff })),
-        )
-        .await?;
+        let written = jobs
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"resourceVersion": rv}, "status": diff})),
+            )
+            .await?;
+        *rv = written.resource_version();
+        record(old, new);
     }
     Ok(())
+}
+
+/// Metrics for what this write ended: tasks (their duration) and the job (its outcome).
+fn record(old: &BMCJobStatus, new: &BMCJobStatus) {
+    let m = crate::metrics::metrics();
+    let ended = |s: TaskState| matches!(s, TaskState::Succeeded | TaskState::Failed);
+    for (i, t) in new.tasks.iter().enumerate() {
+        let was = old.tasks.get(i).map(|t| t.state).unwrap_or_default();
+        if ended(t.state) && !ended(was) {
+            let at = |s: &Option<String>| s.as_deref().and_then(|s| s.parse::<Timestamp>().ok());
+            if let (Some(a), Some(b)) = (at(&t.start_time), at(&t.completion_time)) {
+                let secs = (b.as_millisecond() - a.as_millisecond()).max(0) as f64 / 1000.0;
+                m.job_task_duration.observe(secs);
+            }
+        }
+    }
+    if finished(new) && !finished(old) {
+        let outcome = if new.phase == JobPhase::Completed {
+            "completed"
+        } else {
+            "failed"
+        };
+        m.jobs_finished
+            .get_or_create(&crate::metrics::OutcomeLabels {
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
 }
 
 /// Events on the job and, for the job's progress, on its host.

@@ -1,0 +1,59 @@
+//! Tinkerbell Rufio's API (`bmc.tinkerbell.org`) served with Rufio's semantics: Machines report
+//! power and whether their BMC answers; a Job creates its Tasks `<job>-task-<n>` one after the
+//! other; a Task sends one action (once: it is marked sent before it is sent) and, for power
+//! actions, completes when the BMC shows the state. Nothing is restored afterwards.
+
+pub mod connection;
+pub mod reconcile;
+pub mod task;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrometal_api::rufio::{Job, Machine, Task};
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::controller::{Config, Controller};
+use kube::runtime::watcher;
+
+/// Shared by the three reconcilers.
+pub struct RufioContext {
+    pub client: kube::Client,
+    /// How long a power task may take to show on the BMC (Rufio: 10 minutes).
+    pub task_timeout: Duration,
+    /// How often a Machine's power is read (Rufio: 3 minutes).
+    pub machine_poll: Duration,
+    pub bmc_timeout: Duration,
+}
+
+/// Runs the Machine, Job and Task controllers until `shutdown` resolves.
+pub async fn run(
+    ctx: Arc<RufioContext>,
+    concurrency: u16,
+    shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let config = Config::default().concurrency(concurrency);
+    let machines = Controller::new(
+        Api::<Machine>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(config.clone())
+    .graceful_shutdown_on(shutdown.clone())
+    .run(reconcile::machine, reconcile::error_policy, ctx.clone())
+    .for_each(|_| async {});
+    let jobs = Controller::new(Api::<Job>::all(client.clone()), watcher::Config::default())
+        .owns(Api::<Task>::all(client.clone()), watcher::Config::default())
+        .with_config(config.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(reconcile::job, reconcile::error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let tasks = Controller::new(Api::<Task>::all(client), watcher::Config::default())
+        .with_config(config)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::task, reconcile::error_policy, ctx)
+        .for_each(|_| async {});
+    tracing::info!("rufio machine, job and task controllers starting");
+    tokio::join!(machines, jobs, tasks);
+}

@@ -1,0 +1,201 @@
+//! Tinkerbell Rufio's Machine, Job and Task served by ferrometal, against real peers: every
+//! action kind over Redfish (sushy-tools) and over IPMI (ipmi_sim), checked on the peer, with
+//! Rufio's conditions, times and Task names.
+
+mod stack;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrometal_api::rufio::{Job, Machine, Task, is_true};
+use ferrometal_provisioner::fixture::FixtureProvisioner;
+use ferrometal_test_support::peers;
+use ferrometal_test_support::poll::{Patience, object};
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+use stack::{NS, Stack};
+
+const PATIENCE: Patience = Patience {
+    tries: 600,
+    every: Duration::from_millis(200),
+};
+
+async fn create<K>(api: &Api<K>, doc: Value)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
+{
+    let o: K = serde_json::from_value(doc).unwrap();
+    api.create(&PostParams::default(), &o).await.unwrap();
+}
+
+fn job_done(j: &Job) -> bool {
+    j.status
+        .as_ref()
+        .is_some_and(|s| is_true(&s.conditions, "Completed") || is_true(&s.conditions, "Failed"))
+}
+
+async fn machine_and_job(stack: &Stack, connection: Value, tasks: Value) -> (Machine, Job) {
+    stack.secret("bmc", "password").await;
+    let machines: Api<Machine> = Api::namespaced(stack.client.clone(), NS);
+    let jobs: Api<Job> = Api::namespaced(stack.client.clone(), NS);
+    create(
+        &machines,
+        json!({"apiVersion": "bmc.tinkerbell.org/v1alpha1", "kind": "Machine",
+               "metadata": {"name": "m0"}, "spec": {"connection": connection}}),
+    )
+    .await;
+    let machine = object(&machines, PATIENCE, "m0", "contactable", |m| {
+        m.status
+            .as_ref()
+            .is_some_and(|s| is_true(&s.conditions, "Contactable"))
+    })
+    .await;
+    create(
+        &jobs,
+        json!({"apiVersion": "bmc.tinkerbell.org/v1alpha1", "kind": "Job",
+               "metadata": {"name": "j0"},
+               "spec": {"machineRef": {"name": "m0", "namespace": NS}, "tasks": tasks}}),
+    )
+    .await;
+    let job = object(&jobs, PATIENCE, "j0", "finished", job_done).await;
+    (machine, job)
+}
+
+async fn task(stack: &Stack, n: usize) -> Task {
+    let tasks: Api<Task> = Api::namespaced(stack.client.clone(), NS);
+    tasks.get(&format!("j0-task-{n}")).await.unwrap()
+}
+
+/// The host controller is not involved: a fixture provisioner stands in for it.
+async fn rufio_stack() -> Stack {
+    Stack::start(Arc::new(FixtureProvisioner::new())).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rufio_machine_and_job_over_redfish() {
+    let sushy = peers::Sushy::start(1, "admin:password");
+    let files = peers::FileServer::start();
+    let stack = rufio_stack().await;
+    let iso = files.url("live.iso");
+    let (machine, job) = machine_and_job(
+        &stack,
+        json!({"host": "http://127.0.0.1", "port": sushy.port,
+               "authSecretRef": {"name": "bmc", "namespace": NS},
+               "insecureTLS": true,
+               "providerOptions": {"redfish": {"systemName": peers::SUSHY_SYSTEM_0}}}),
+        json!([
+            {"powerAction": "on"},
+            {"oneTimeBootDeviceAction": {"device": ["pxe"], "efiBoot": true}},
+            {"virtualMediaAction": {"mediaURL": iso, "kind": "CD"}},
+            {"powerAction": "status"},
+        ]),
+    )
+    .await;
+    assert_eq!(machine.status.unwrap().power, "off");
+    let st = job.status.unwrap();
+    assert!(is_true(&st.conditions, "Completed"), "{st:#?}");
+    assert!(!is_true(&st.conditions, "Running"));
+    assert!(st.start_time.is_some() && st.completion_time.is_some());
+    for n in 0..4 {
+        let t = task(&stack, n).await;
+        let ts = t.status.unwrap();
+        assert!(is_true(&ts.conditions, "Completed"), "task {n}: {ts:#?}");
+        assert!(ts.start_time.is_some() && ts.completion_time.is_some());
+        // Owned by the Job, as Rufio's are.
+        assert_eq!(t.metadata.owner_references.unwrap()[0].name, "j0");
+    }
+    // On the peer: on, PXE once, our image in the CD; nothing restored (Rufio's semantics).
+    let system = sushy.system(peers::SUSHY_SYSTEM_0);
+    assert_eq!(system["PowerState"], "On");
+    assert_eq!(system["Boot"]["BootSourceOverrideTarget"], "Pxe");
+    let cd = sushy.virtual_cd(peers::SUSHY_SYSTEM_0);
+    assert_eq!(
+        (cd["Inserted"].clone(), cd["Image"].clone()),
+        (json!(true), json!(iso))
+    );
+    // Each action sent once.
+    let changes = sushy.changes();
+    assert_eq!(
+        changes.iter().filter(|l| l.contains("InsertMedia")).count(),
+        1
+    );
+    assert_eq!(
+        changes
+            .iter()
+            .filter(|l| l.contains("ComputerSystem.Reset"))
+            .count(),
+        1
+    );
+    // The machine's power follows.
+    let machines: Api<Machine> = Api::namespaced(stack.client.clone(), NS);
+    object(&machines, PATIENCE, "m0", "power on", |m| {
+        m.status.as_ref().is_some_and(|s| s.power == "on")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rufio_machine_and_job_over_ipmi() {
+    let sim = peers::IpmiSim::start();
+    let stack = rufio_stack().await;
+    let (_machine, job) = machine_and_job(
+        &stack,
+        json!({"host": "127.0.0.1", "port": sim.port,
+               "authSecretRef": {"name": "bmc", "namespace": NS},
+               "providerOptions": {"ipmitool": {"cipherSuite": "3"}}}),
+        json!([
+            {"powerAction": "on"},
+            {"oneTimeBootDeviceAction": {"device": ["pxe"], "efiBoot": false}},
+            {"virtualMediaAction": {"mediaURL": "http://images.example/x.iso", "kind": "CD"}},
+            {"powerAction": "off"},
+        ]),
+    )
+    .await;
+    assert_eq!(sim.chassis("power"), "1");
+    assert_eq!(sim.chassis("boot"), "pxe");
+    // IPMI has no virtual media: that task fails by name, and the job stops there.
+    let st = job.status.unwrap();
+    assert!(is_true(&st.conditions, "Failed"), "{st:#?}");
+    let failed = st.conditions.iter().find(|c| c.type_ == "Failed").unwrap();
+    assert!(
+        failed.message.starts_with("Task j0-task-2 failed:"),
+        "{}",
+        failed.message
+    );
+    assert!(
+        failed.message.contains("virtual media"),
+        "{}",
+        failed.message
+    );
+    let tasks: Api<Task> = Api::namespaced(stack.client.clone(), NS);
+    assert!(
+        tasks.get_opt("j0-task-3").await.unwrap().is_none(),
+        "no task after the failure"
+    );
+    // A Machine with a provider ferrometal does not speak says so.
+    let machines: Api<Machine> = Api::namespaced(stack.client.clone(), NS);
+    create(
+        &machines,
+        json!({"apiVersion": "bmc.tinkerbell.org/v1alpha1", "kind": "Machine",
+               "metadata": {"name": "amt"},
+               "spec": {"connection": {"host": "10.0.0.9", "authSecretRef": {"name": "bmc", "namespace": NS},
+                        "insecureTLS": false,
+                        "providerOptions": {"preferredOrder": ["IntelAMT"]}}}}),
+    )
+    .await;
+    let m = object(&machines, PATIENCE, "amt", "not contactable", |m| {
+        m.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Contactable" && c.status == "False")
+        })
+    })
+    .await;
+    let s = m.status.unwrap();
+    assert_eq!(s.power, "unknown");
+    assert!(
+        s.conditions[0]
+            .message
+            .contains("provider intelamt is not supported")
+    );
+}
