@@ -171,6 +171,27 @@ pub struct RestoreStatus {
     /// The power action of the restore was sent (observed afterwards, never sent twice).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub power_issued: bool,
+    /// The boot override was read before a task changed it (`bootBefore` is what it was).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub boot_saved: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_before: Option<SavedBoot>,
+}
+
+/// A boot override as the BMC showed it before the job, to put back afterwards.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SavedBoot {
+    /// Redfish's name: Pxe, Hdd, Cd, BiosSetup, UefiHttp.
+    #[schemars(length(max = 16))]
+    pub device: String,
+    /// Next boot only (else until changed).
+    #[serde(default)]
+    pub once: bool,
+    /// UEFI or Legacy; unset leaves the BMC's mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 8))]
+    pub mode: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

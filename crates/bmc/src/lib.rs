@@ -35,6 +35,13 @@ pub trait Bmc: Send + Sync {
     async fn identity(&self) -> Result<SystemIdentity, BmcError>;
     /// Out-of-band hardware inventory for inspection.
     async fn inventory(&self) -> Result<Inventory, BmcError>;
+    /// The boot source override in force (`None`: none), to put it back after a change.
+    async fn boot_override(&self) -> Result<Option<BootOverride>, BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "reading the boot override".into(),
+        })
+    }
     /// Clears a boot source override (Redfish `BootSourceOverrideEnabled: Disabled`).
     async fn clear_boot(&self) -> Result<(), BmcError> {
         Err(BmcError::Unsupported {

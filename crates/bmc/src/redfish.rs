@@ -12,9 +12,9 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::{
-    AuthMode, Bmc, BmcAddress, BmcError, BmcOptions, BootMode, BootOverride, Cpu, Credentials,
-    Disk, Inventory, MediaStatus, MemoryModule, Nic, PowerAction, PowerState, Protocol,
-    SystemIdentity,
+    AuthMode, Bmc, BmcAddress, BmcError, BmcOptions, BootDevice, BootMode, BootOverride, Cpu,
+    Credentials, Disk, Inventory, MediaStatus, MemoryModule, Nic, PowerAction, PowerState,
+    Protocol, SystemIdentity,
 };
 
 const SERVICE_ROOT: &str = "/redfish/v1";
@@ -616,6 +616,37 @@ impl Bmc for RedfishBmc {
 
     async fn identity(&self) -> Result<SystemIdentity, BmcError> {
         Ok(identity_of(&self.get_system().await?))
+    }
+
+    async fn boot_override(&self) -> Result<Option<BootOverride>, BmcError> {
+        let system = self.get_system().await?;
+        let boot = &system["Boot"];
+        let enabled = boot["BootSourceOverrideEnabled"]
+            .as_str()
+            .unwrap_or("Disabled");
+        let target = boot["BootSourceOverrideTarget"].as_str().unwrap_or("None");
+        if enabled == "Disabled" {
+            return Ok(None);
+        }
+        let device = match target {
+            "Pxe" => BootDevice::Pxe,
+            "Hdd" => BootDevice::Hdd,
+            "Cd" => BootDevice::Cd,
+            "BiosSetup" => BootDevice::BiosSetup,
+            "UefiHttp" => BootDevice::UefiHttp,
+            // "None" and targets we never set: nothing of ours to put back.
+            _ => return Ok(None),
+        };
+        let mode = match boot["BootSourceOverrideMode"].as_str() {
+            Some("UEFI") => Some(BootMode::Uefi),
+            Some("Legacy") => Some(BootMode::Legacy),
+            _ => None,
+        };
+        Ok(Some(BootOverride {
+            device,
+            once: enabled == "Once",
+            mode,
+        }))
     }
 
     async fn clear_boot(&self) -> Result<(), BmcError> {

@@ -265,3 +265,79 @@ async fn a_host_that_needs_the_agent_ramdisk_says_which_flag_to_set() {
     );
     assert_eq!(s.error_type, None);
 }
+
+/// A BMCJob on a host of the ironic provisioner: power and boot-device tasks go through
+/// Ironic's API (Ironic's node and the peer agree afterwards), the restore brings the host back
+/// to `online: true`; a media task is refused with the reason, and the restore still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bmcjobs_go_through_ironic() {
+    use ferrometal_api::job::{BMCJob, JobPhase, TaskState};
+    let sushy = peers::Sushy::start(1, "admin:password");
+    let ironic = Ironic::start();
+    let stack = ironic_stack(&ironic).await;
+    stack.secret("bmc", "password").await;
+    let address = sushy
+        .address(peers::SUSHY_SYSTEM_0)
+        .replace("redfish+http", "redfish-virtualmedia+http");
+    stack
+        .host(
+            "node",
+            &address,
+            "bmc",
+            json!({"inspectionMode": "disabled", "automatedCleaningMode": "disabled", "online": true}),
+        )
+        .await;
+    stack
+        .wait("node", "available and on", |h| {
+            state(h) == S::Available && h.status.as_ref().unwrap().powered_on
+        })
+        .await;
+    let ended = |j: &BMCJob| {
+        j.status
+            .as_ref()
+            .is_some_and(|s| matches!(s.phase, JobPhase::Completed | JobPhase::Failed))
+    };
+    stack
+        .job(
+            "through-ironic",
+            json!({"hostRef": {"name": "node"}, "tasks": [
+                {"powerAction": "off"},
+                {"oneTimeBootDeviceAction": {"device": ["pxe"], "efiBoot": true}},
+                {"powerAction": "status"},
+            ]}),
+        )
+        .await;
+    let job = stack.wait_job("through-ironic", "finished", ended).await;
+    let st = job.status.unwrap();
+    assert_eq!(st.phase, JobPhase::Completed, "{st:#?}");
+    assert_eq!(st.tasks[2].message, "power is Off");
+    // Back on, as spec.online says, seen by Ironic and by the BMC.
+    let node = ironic.node("default~node").unwrap();
+    assert_eq!(node["power_state"], "power on");
+    assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "On");
+    assert_eq!(
+        sushy.system(peers::SUSHY_SYSTEM_0)["Boot"]["BootSourceOverrideTarget"],
+        "Pxe"
+    );
+
+    stack
+        .job(
+            "media",
+            json!({"hostRef": {"name": "node"}, "tasks": [
+                {"virtualMediaAction": {"mediaURL": "http://images.example/x.iso", "kind": "CD"}},
+            ]}),
+        )
+        .await;
+    let job = stack.wait_job("media", "finished", ended).await;
+    let st = job.status.unwrap();
+    assert_eq!(st.phase, JobPhase::Failed);
+    assert_eq!(st.tasks[0].state, TaskState::Failed);
+    assert!(
+        st.tasks[0]
+            .message
+            .contains("use the redfish provisioner for media tasks"),
+        "{}",
+        st.tasks[0].message
+    );
+    assert_eq!(st.restore.unwrap().state, TaskState::Succeeded);
+}

@@ -59,7 +59,7 @@ fn held(h: &BareMetalHost) -> bool {
 
 /// The reimage sequence on sushy-tools: power off, PXE once, media in, power on; each step
 /// seen by the peer in that order, and afterwards the host on (online: true), its media
-/// ejected and the boot override cleared.
+/// ejected and its boot settings as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reimage_sequence_on_sushy_tools_then_back_to_the_desired_state() {
     let sushy = peers::Sushy::start(1, "admin:password");
@@ -72,6 +72,8 @@ async fn reimage_sequence_on_sushy_tools_then_back_to_the_desired_state() {
         })
         .await;
     let before = sushy.changes().len();
+    let boot_before = sushy.system(peers::SUSHY_SYSTEM_0)["Boot"].clone();
+    assert_ne!(boot_before["BootSourceOverrideTarget"], "Pxe");
     let iso = files.url("live.iso");
     stack
         .job(
@@ -110,9 +112,16 @@ async fn reimage_sequence_on_sushy_tools_then_back_to_the_desired_state() {
     assert!(off < boot && boot < insert, "{seen:#?}");
     let system = sushy.system(peers::SUSHY_SYSTEM_0);
     assert_eq!(system["PowerState"], "On");
-    assert_eq!(system["Boot"]["BootSourceOverrideTarget"], "Pxe");
-    // The restore cleared the override: a second PATCH of the system, after the tasks.
-    // (sushy-tools ignores BootSourceOverrideEnabled, so it cannot show the result.)
+    // The boot settings are as before the job: the restore put the override back.
+    assert_eq!(
+        system["Boot"]["BootSourceOverrideTarget"],
+        boot_before["BootSourceOverrideTarget"]
+    );
+    assert_eq!(
+        system["Boot"]["BootSourceOverrideMode"],
+        boot_before["BootSourceOverrideMode"]
+    );
+    // That was a second PATCH of the system, after the tasks.
     let patches: Vec<usize> = seen
         .iter()
         .enumerate()

@@ -21,7 +21,7 @@ use ferrometal_api::{
     AutomatedCleaningMode, BootMode, CustomDeploy, HardwareDetails, Image, InspectionMode,
     RootDeviceHints, annotations::Operation,
 };
-use ferrometal_bmc::{BmcAddress, BootDevice, Credentials, MediaStatus, PowerState};
+use ferrometal_bmc::{BmcAddress, BootDevice, BootOverride, Credentials, MediaStatus, PowerState};
 
 /// What a backend needs to know about one host. Built by the controller for each call from the
 /// host object, its credentials Secret and its data Secrets.
@@ -223,6 +223,34 @@ pub trait Provisioner: Send + Sync + 'static {
                 host.key
             ),
         ))
+    }
+
+    /// The boot override in force, read before a BMCJob changes it so the restore can put it
+    /// back; backends that cannot read it answer Unsupported (the restore then clears).
+    async fn boot_settings(&self, host: &HostInfo) -> Result<Option<BootOverride>> {
+        Err(ProvisionerError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} provisioner reads no boot override of host {}",
+                self.name(),
+                host.key
+            ),
+        ))
+    }
+
+    /// Put back an override read with `boot_settings` (`None` clears).
+    async fn restore_boot(&self, host: &HostInfo, saved: Option<BootOverride>) -> Result<()> {
+        match saved {
+            Some(o) => {
+                self.boot_device(
+                    host,
+                    Some(o.device),
+                    o.mode == Some(ferrometal_bmc::BootMode::Uefi),
+                )
+                .await
+            }
+            None => self.boot_device(host, None, false).await,
+        }
     }
 
     /// Insert `url` into the virtual CD (`None` ejects), for a BMCJob task. Sent once.

@@ -765,6 +765,20 @@ impl Provisioner for RedfishProvisioner {
         Ok(())
     }
 
+    async fn boot_settings(&self, host: &HostInfo) -> Result<Option<BootOverride>> {
+        let (_st, bmc) = self.session(host).await?;
+        Ok(bmc.boot_override().await?)
+    }
+
+    async fn restore_boot(&self, host: &HostInfo, saved: Option<BootOverride>) -> Result<()> {
+        let (_st, bmc) = self.session(host).await?;
+        match saved {
+            Some(o) => bmc.set_boot(o).await?,
+            None => bmc.clear_boot().await?,
+        }
+        Ok(())
+    }
+
     async fn virtual_media(&self, host: &HostInfo, url: Option<&str>) -> Result<()> {
         let (_st, bmc) = self.session(host).await?;
         match url {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrometal_api::annotations as ann;
-use ferrometal_api::job::{BMCJob, BMCJobStatus, JobPhase, PowerAction, TaskState};
+use ferrometal_api::job::{BMCJob, BMCJobStatus, JobPhase, PowerAction, SavedBoot, TaskState};
 use ferrometal_api::{BareMetalHost, OperationalStatus, ProvisioningState as S};
 use ferrometal_provisioner::{ErrorKind, HostInfo, ProvisionerError};
 use k8s_openapi::jiff::Timestamp;
@@ -223,7 +223,7 @@ pub async fn reconcile(job: Arc<BMCJob>, jc: Arc<JobContext>) -> Result<Action, 
         match sent {
             Ok(()) => {}
             // A one-time override is consumed by the next boot anyway.
-            Err(e) if act == Act::ClearBoot && e.kind == ErrorKind::Unsupported => {}
+            Err(e) if matches!(act, Act::RestoreBoot(_)) && e.kind == ErrorKind::Unsupported => {}
             Err(e) => {
                 let failed = StepInput {
                     status: &out.status,
@@ -276,14 +276,24 @@ async fn target(ctx: &Context, host: &BareMetalHost) -> Result<HostInfo, Provisi
 async fn read(ctx: &Context, info: &HostInfo, look: Look) -> Seen {
     let r = match look {
         Look::Power => ctx.provisioner.power_state(info).await.map(Seen::Power),
-        Look::Media => ctx
-            .provisioner
-            .media_state(info)
-            .await
-            .map(|m| Seen::Media {
+        Look::Media => match ctx.provisioner.media_state(info).await {
+            Ok(m) => Ok(Seen::Media {
                 inserted: m.inserted,
                 image: m.image,
             }),
+            // No virtual media here: nothing is inserted, so the restore has nothing to eject.
+            Err(e) if e.kind == ErrorKind::Unsupported => Ok(Seen::Media {
+                inserted: false,
+                image: None,
+            }),
+            Err(e) => Err(e),
+        },
+        Look::Boot => match ctx.provisioner.boot_settings(info).await {
+            Ok(o) => Ok(Seen::Boot(o.map(saved_boot))),
+            // Nothing readable: the restore clears the override instead.
+            Err(e) if e.kind == ErrorKind::Unsupported => Ok(Seen::Boot(None)),
+            Err(e) => Err(e),
+        },
     };
     r.unwrap_or_else(|e| Seen::Error(e.message))
 }
@@ -320,7 +330,10 @@ async fn send(ctx: &Context, info: &HostInfo, act: &Act) -> Result<(), Provision
             };
             p.boot_device(info, Some(device), *efi).await
         }
-        Act::ClearBoot => p.boot_device(info, None, false).await,
+        Act::RestoreBoot(saved) => {
+            p.restore_boot(info, saved.as_ref().and_then(boot_override))
+                .await
+        }
         Act::InsertMedia(url) => p.virtual_media(info, Some(url)).await,
         Act::EjectMedia => p.virtual_media(info, None).await,
     }
@@ -328,6 +341,32 @@ async fn send(ctx: &Context, info: &HostInfo, act: &Act) -> Result<(), Provision
 
 /// Writes what changed, on the version of the job this reconcile read (`rv`, updated to the
 /// written one): a reconcile on a stale copy conflicts instead of repeating an action.
+fn saved_boot(o: ferrometal_bmc::BootOverride) -> SavedBoot {
+    SavedBoot {
+        device: o.device.redfish_name().into(),
+        once: o.once,
+        mode: o.mode.map(|m| {
+            match m {
+                ferrometal_bmc::BootMode::Uefi => "UEFI",
+                ferrometal_bmc::BootMode::Legacy => "Legacy",
+            }
+            .into()
+        }),
+    }
+}
+
+fn boot_override(s: &SavedBoot) -> Option<ferrometal_bmc::BootOverride> {
+    Some(ferrometal_bmc::BootOverride {
+        device: s.device.parse().ok()?,
+        once: s.once,
+        mode: match s.mode.as_deref() {
+            Some("UEFI") => Some(ferrometal_bmc::BootMode::Uefi),
+            Some("Legacy") => Some(ferrometal_bmc::BootMode::Legacy),
+            _ => None,
+        },
+    })
+}
+
 async fn write_status(
     jobs: &Api<BMCJob>,
     name: &str,

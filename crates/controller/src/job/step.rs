@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use ferrometal_api::job::conditions::{COMPLETED, FAILED, RUNNING, WAITING};
 use ferrometal_api::job::{
-    BMCJobSpec, BMCJobStatus, BootDevice, JobPhase, JobTask, PowerAction, RestoreStatus, TaskState,
-    TaskStatus,
+    BMCJobSpec, BMCJobStatus, BootDevice, JobPhase, JobTask, PowerAction, RestoreStatus, SavedBoot,
+    TaskState, TaskStatus,
 };
 use ferrometal_bmc::PowerState;
 use k8s_openapi::jiff::Timestamp;
@@ -38,8 +38,8 @@ pub enum Act {
         device: BootDevice,
         efi: bool,
     },
-    /// Clear the one-time boot override a task set.
-    ClearBoot,
+    /// Put back the boot override the host had before a task changed it (`None`: clear).
+    RestoreBoot(Option<SavedBoot>),
     InsertMedia(String),
     EjectMedia,
 }
@@ -49,6 +49,8 @@ pub enum Act {
 pub enum Look {
     Power,
     Media,
+    /// The boot override, before a task changes it.
+    Boot,
 }
 
 /// What the reconciler read (or why it could not).
@@ -59,6 +61,7 @@ pub enum Seen {
         inserted: bool,
         image: Option<String>,
     },
+    Boot(Option<SavedBoot>),
     Error(String),
 }
 
@@ -265,6 +268,27 @@ impl Stepper<'_> {
         {
             return self.fail_task(i, format!("{}: {why}", task.describe()), true);
         }
+        let saving = self
+            .out
+            .status
+            .restore
+            .as_ref()
+            .is_some_and(|r| !r.boot_saved);
+        if t.state == TaskState::Pending && task.one_time_boot_device_action.is_some() && saving {
+            // Read the override before changing it, so the restore can put it back.
+            match &self.input.seen {
+                Some(Seen::Boot(saved)) => {
+                    let r = self.restore_mut();
+                    r.boot_saved = true;
+                    r.boot_before = saved.clone();
+                }
+                Some(_) => self.restore_mut().boot_saved = true,
+                None => {
+                    self.out.look = Some(Look::Boot);
+                    return;
+                }
+            }
+        }
         if t.state == TaskState::Pending {
             let now = self.now.clone();
             let ts = &mut self.out.status.tasks[i];
@@ -342,6 +366,7 @@ impl Stepper<'_> {
                         "the BMC reports media {}",
                         image.as_deref().unwrap_or("none")
                     ),
+                    Seen::Boot(_) => "a boot reading".into(),
                     Seen::Error(e) => e.clone(),
                 };
                 let m = format!(
@@ -441,7 +466,7 @@ impl Stepper<'_> {
         }
         if r.clear_boot {
             self.restore_mut().clear_boot = false;
-            self.out.act = Some(Act::ClearBoot);
+            self.out.act = Some(Act::RestoreBoot(r.boot_before.clone()));
             self.out.requeue = Some(Duration::ZERO);
             return;
         }
@@ -469,7 +494,7 @@ impl Stepper<'_> {
                 if self.restore_late() {
                     let shown = match seen {
                         Seen::Power(p) => format!("the BMC reports power {p}"),
-                        Seen::Media { .. } => "no power reading".into(),
+                        Seen::Media { .. } | Seen::Boot(_) => "no power reading".into(),
                         Seen::Error(e) => e.clone(),
                     };
                     self.end_restore(Some(format!("power {want} not observed: {shown}")));

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use ferrometal_api::job::{
     BMCJobSpec, BMCJobStatus, BootDevice, HostRef, JobPhase, JobTask, OneTimeBootDeviceAction,
-    PowerAction, RestoreStatus, TaskState, TaskStatus, VirtualMediaAction,
+    PowerAction, RestoreStatus, SavedBoot, TaskState, TaskStatus, VirtualMediaAction,
 };
 use ferrometal_bmc::PowerState;
 use k8s_openapi::jiff::Timestamp;
@@ -292,9 +292,46 @@ fn job_steps() {
             )
         },
         row(
-            "boot override: sent, and the restore will clear it",
+            "before a boot override: the current one is read first",
             reimage(),
             running(1, TaskStatus::default(), 4),
+            |s| {
+                assert_eq!((s.act.clone(), s.look), (None, Some(Look::Boot)));
+                assert_eq!(s.status.tasks[1].state, Pending);
+            },
+        ),
+        Row {
+            seen: Some(Seen::Boot(Some(SavedBoot {
+                device: "Hdd".into(),
+                once: false,
+                mode: Some("UEFI".into()),
+            }))),
+            ..row(
+                "boot override: what it was kept, then sent, and the restore will put it back",
+                reimage(),
+                running(1, TaskStatus::default(), 4),
+                |s| {
+                    let r = s.status.restore.as_ref().unwrap();
+                    assert!(r.boot_saved && r.clear_boot);
+                    assert_eq!(r.boot_before.as_ref().unwrap().device, "Hdd");
+                    assert_eq!(
+                        s.act,
+                        Some(Act::Boot {
+                            device: BootDevice::Pxe,
+                            efi: true
+                        })
+                    );
+                },
+            )
+        },
+        row(
+            "boot override with the old one already saved: sent at once",
+            reimage(),
+            {
+                let mut st = running(1, TaskStatus::default(), 4);
+                st.restore.as_mut().unwrap().boot_saved = true;
+                st
+            },
             |s| {
                 assert_eq!(
                     s.act,
@@ -479,19 +516,43 @@ fn job_steps() {
             )
         },
         row(
-            "restore: the boot override cleared",
+            "restore: the boot override put back as it was",
             reimage(),
             restoring(
                 RestoreStatus {
                     clear_boot: true,
+                    boot_saved: true,
+                    boot_before: Some(SavedBoot {
+                        device: "Hdd".into(),
+                        ..SavedBoot::default()
+                    }),
                     ..RestoreStatus::default()
                 },
                 4,
             ),
             |s| {
-                assert_eq!(s.act, Some(Act::ClearBoot));
+                assert_eq!(
+                    s.act,
+                    Some(Act::RestoreBoot(Some(SavedBoot {
+                        device: "Hdd".into(),
+                        ..SavedBoot::default()
+                    })))
+                );
                 assert!(!s.status.restore.as_ref().unwrap().clear_boot);
             },
+        ),
+        row(
+            "restore: no override before the job: cleared",
+            reimage(),
+            restoring(
+                RestoreStatus {
+                    clear_boot: true,
+                    boot_saved: true,
+                    ..RestoreStatus::default()
+                },
+                4,
+            ),
+            |s| assert_eq!(s.act, Some(Act::RestoreBoot(None))),
         ),
         Row {
             seen: Some(Seen::Power(PowerState::Off)),
