@@ -8,6 +8,7 @@
 
 use std::sync::LazyLock;
 
+use ferrometal_crdschema::Schema;
 use serde_json::Value;
 
 use crate::annotations::{self as ann};
@@ -36,6 +37,16 @@ static HOST_SCHEMA: LazyLock<Value> = LazyLock::new(|| {
         .cloned()
         .unwrap_or(Value::Null)
 });
+
+fn compiled(pointer: &str) -> Option<Schema> {
+    HOST_SCHEMA
+        .pointer(pointer)
+        .and_then(|s| Schema::compile(s).ok())
+}
+
+static STATUS_SCHEMA: LazyLock<Option<Schema>> = LazyLock::new(|| compiled("/properties/status"));
+static HARDWARE_SCHEMA: LazyLock<Option<Schema>> =
+    LazyLock::new(|| compiled("/properties/status/properties/hardware"));
 
 fn str_at<'v>(obj: &'v Value, pointer: &str) -> &'v str {
     obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
@@ -148,7 +159,7 @@ fn status_annotation(value: &str) -> Option<String> {
             ann::STATUS
         ));
     }
-    if let Some(unknown) = unknown_field(&parsed, HOST_SCHEMA.pointer("/properties/status")) {
+    if let Some(unknown) = unknown_field(&parsed, &STATUS_SCHEMA) {
         return decoding(format!("json: unknown field \"{unknown}\""));
     }
     match serde_json::from_value::<crate::BareMetalHostStatus>(parsed) {
@@ -177,8 +188,7 @@ fn hardware_details_annotation(value: &str, inspection_disabled: bool) -> Option
         Ok(v) => v,
         Err(e) => return decoding(e.to_string()),
     };
-    let schema = HOST_SCHEMA.pointer("/properties/status/properties/hardware");
-    if let Some(unknown) = unknown_field(&parsed, schema) {
+    if let Some(unknown) = unknown_field(&parsed, &HARDWARE_SCHEMA) {
         return decoding(format!("json: unknown field \"{unknown}\""));
     }
     match serde_json::from_value::<HardwareDetails>(parsed) {
@@ -226,33 +236,14 @@ fn detached_annotation(value: &str) -> Option<String> {
     })
 }
 
-/// The first key of `value` that `schema` (structural OpenAPI) does not declare, as a path.
-fn unknown_field(value: &Value, schema: Option<&Value>) -> Option<String> {
-    let schema = schema?;
-    if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
-        return None;
-    }
-    match value {
-        Value::Object(map) => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            for (k, v) in map {
-                let sub = match (props.and_then(|p| p.get(k)), additional) {
-                    (Some(s), _) => s,
-                    (None, Some(a)) => a,
-                    (None, None) => return Some(k.clone()),
-                };
-                if let Some(inner) = unknown_field(v, Some(sub)) {
-                    return Some(format!("{k}.{inner}"));
-                }
-            }
-            None
-        }
-        Value::Array(items) => items
-            .iter()
-            .find_map(|item| unknown_field(item, schema.get("items"))),
-        _ => None,
-    }
+/// The first field of `value` that `schema` does not declare, as a path: what pruning drops.
+fn unknown_field(value: &Value, schema: &Option<Schema>) -> Option<String> {
+    let mut copy = value.clone();
+    schema
+        .as_ref()?
+        .prune_reporting(&mut copy)
+        .into_iter()
+        .next()
 }
 
 #[cfg(test)]
