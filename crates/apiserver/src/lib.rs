@@ -51,7 +51,7 @@ mod server;
 mod state;
 mod status;
 pub mod store;
-mod tls;
+pub mod tls;
 mod watch;
 mod yaml;
 

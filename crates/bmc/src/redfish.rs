@@ -18,6 +18,13 @@ use crate::{
 };
 
 const SERVICE_ROOT: &str = "/redfish/v1";
+/// Largest answer body read from a BMC; a `$expand`ed system of a big server is well under 1 MiB.
+const MAX_BODY: usize = 8 << 20;
+/// Most members of one collection fetched or read (CPUs, DIMMs, NICs, drives, media devices).
+const MAX_MEMBERS: usize = 256;
+/// Most inventory warnings kept, and the longest text of anything the BMC sent that we keep.
+const MAX_WARNINGS: usize = 32;
+const MAX_TEXT: usize = 300;
 
 fn shared_client(verify: bool) -> Result<reqwest::Client, BmcError> {
     static VERIFYING: OnceLock<reqwest::Client> = OnceLock::new();
@@ -30,6 +37,9 @@ fn shared_client(verify: bool) -> Result<reqwest::Client, BmcError> {
         .danger_accept_invalid_certs(!verify)
         .pool_max_idle_per_host(2)
         .pool_idle_timeout(std::time::Duration::from_secs(60))
+        // A redirect could send the next request (and its credentials) to another host:
+        // never followed, reported instead.
+        .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("ferrometal/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| BmcError::Unreachable {
@@ -70,7 +80,8 @@ struct Session {
 
 pub struct RedfishBmc {
     http: reqwest::Client,
-    base_url: String,
+    /// The BMC's origin (scheme, host, port): every request goes there and nowhere else.
+    base: reqwest::Url,
     endpoint: String,
     credentials: Credentials,
     options: BmcOptions,
@@ -91,9 +102,13 @@ impl RedfishBmc {
         options: BmcOptions,
     ) -> Result<RedfishBmc, BmcError> {
         let http = shared_client(!options.disable_certificate_verification)?;
+        let base = reqwest::Url::parse(&address.base_url()).map_err(|e| BmcError::Unreachable {
+            bmc: address.authority(),
+            reason: format!("the address does not make a URL: {e}"),
+        })?;
         Ok(RedfishBmc {
             http,
-            base_url: address.base_url(),
+            base,
             endpoint: address.authority(),
             credentials,
             learned: Mutex::new(Learned {
@@ -109,16 +124,35 @@ impl RedfishBmc {
         self.learned.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn url(&self, path: &str) -> String {
-        if path.starts_with("http://") || path.starts_with("https://") {
-            path.to_string()
-        } else {
-            format!("{}{}", self.base_url, path)
+    /// Resolves a path, link, action target or Location the BMC gave against its own origin.
+    /// One that names another scheme, host or port is refused: a hostile or misconfigured BMC
+    /// must not be able to send our requests, and the credentials on them, anywhere else.
+    fn url(&self, method: &Method, path: &str) -> Result<reqwest::Url, BmcError> {
+        let refused = |reason: String| BmcError::Protocol {
+            bmc: self.endpoint.clone(),
+            operation: Self::operation(method, path),
+            reason,
+        };
+        let url = self
+            .base
+            .join(path)
+            .map_err(|e| refused(format!("the link is not a URL: {e}")))?;
+        if url.origin() != self.base.origin() {
+            return Err(refused(format!(
+                "the link points at {}, outside the BMC's origin {}; refused",
+                excerpt(&url.origin().ascii_serialization()),
+                self.base.origin().ascii_serialization()
+            )));
         }
+        // reqwest would send a link's user:password in place of ours.
+        let mut url = url;
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        Ok(url)
     }
 
     fn operation(method: &Method, path: &str) -> String {
-        format!("{method} {path}")
+        format!("{method} {}", excerpt(path))
     }
 
     /// Sends one request with authentication, mapping every failure to a typed error.
@@ -159,9 +193,10 @@ impl RedfishBmc {
         if let Some(observer) = &self.options.observer {
             observer.on_request(Protocol::Redfish, method_name(method));
         }
+        let url = self.url(method, path)?;
         let mut req = self
             .http
-            .request(method.clone(), self.url(path))
+            .request(method.clone(), url)
             .timeout(self.options.timeout)
             .header("Accept", "application/json");
         if path != SERVICE_ROOT || token.is_some() {
@@ -185,10 +220,7 @@ impl RedfishBmc {
             .map_err(|e| self.transport_error(e, method, path))?;
         let status = response.status();
         let headers = response.headers().clone();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.transport_error(e, method, path))?;
+        let bytes = self.read_body(response, method, path).await?;
         let body = if bytes.is_empty() {
             Value::Null
         } else {
@@ -214,9 +246,59 @@ impl RedfishBmc {
         })
     }
 
+    /// The answer's body, refused past [`MAX_BODY`] before more than that is read.
+    async fn read_body(
+        &self,
+        mut response: reqwest::Response,
+        method: &Method,
+        path: &str,
+    ) -> Result<Vec<u8>, BmcError> {
+        let too_large = |size: String| BmcError::Protocol {
+            bmc: self.endpoint.clone(),
+            operation: Self::operation(method, path),
+            reason: format!(
+                "the answer body ({size}) is over the limit of {} MiB",
+                MAX_BODY >> 20
+            ),
+        };
+        if let Some(length) = response.content_length()
+            && length > MAX_BODY as u64
+        {
+            return Err(too_large(format!("{length} bytes")));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.transport_error(e, method, path))?
+        {
+            if body.len() + chunk.len() > MAX_BODY {
+                return Err(too_large("unbounded".into()));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
     fn check(&self, answer: Answer, method: &Method, path: &str) -> Result<Answer, BmcError> {
         if answer.status.is_success() {
             return Ok(answer);
+        }
+        if answer.status.is_redirection() {
+            let location = answer
+                .headers
+                .get("Location")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("(no Location)");
+            return Err(BmcError::Protocol {
+                bmc: self.endpoint.clone(),
+                operation: Self::operation(method, path),
+                reason: format!(
+                    "it answered HTTP {} redirecting to {}; redirects are not followed (give the BMC's final address)",
+                    answer.status.as_u16(),
+                    excerpt(location)
+                ),
+            });
         }
         if answer.status == StatusCode::UNAUTHORIZED {
             return Err(BmcError::Unauthorized {
@@ -250,9 +332,17 @@ impl RedfishBmc {
                 timeout: self.options.timeout,
             }
         } else if e.is_connect() {
+            let chain = self.scrub(&error_chain(&e));
+            let reason = if chain.contains("certificate") {
+                format!(
+                    "its TLS certificate is not accepted ({chain}); give a certificate the system trusts or set disableCertificateVerification: true"
+                )
+            } else {
+                chain
+            };
             BmcError::Unreachable {
                 bmc: self.endpoint.clone(),
-                reason: self.scrub(&error_chain(&e)),
+                reason: excerpt(&reason),
             }
         } else {
             BmcError::Disconnected {
@@ -288,7 +378,7 @@ impl RedfishBmc {
             .headers
             .get("Location")
             .and_then(|v| v.to_str().ok())
-            .map(|l| strip_origin(l).to_string())
+            .map(String::from)
             .or_else(|| {
                 answer
                     .body
@@ -343,7 +433,7 @@ impl RedfishBmc {
         learned.system_read = true;
         let reset = &system["Actions"]["#ComputerSystem.Reset"];
         if let Some(target) = reset["target"].as_str() {
-            learned.reset_target = Some(strip_origin(target).to_string());
+            learned.reset_target = Some(target.to_string());
         }
         learned.reset_allowed = string_list(&reset["ResetType@Redfish.AllowableValues"]);
         learned.boot_targets_allowed =
@@ -400,7 +490,8 @@ impl RedfishBmc {
             }
         };
         let collection = self.get(&collection_path).await?;
-        for member in member_links(&collection) {
+        // A BMC has a handful of media devices; more is not a BMC to follow further.
+        for member in member_links(&collection).into_iter().take(16) {
             let device = self.get(&member).await?;
             let types = string_list(&device["MediaTypes"]).unwrap_or_default();
             let is_cd = types.iter().any(|t| t == "CD" || t == "DVD")
@@ -413,7 +504,7 @@ impl RedfishBmc {
             let action = |name: &str| {
                 device["Actions"][format!("#VirtualMedia.{name}")]["target"]
                     .as_str()
-                    .map(|t| strip_origin(t).to_string())
+                    .map(String::from)
                     .unwrap_or_else(|| format!("{member}/Actions/VirtualMedia.{name}"))
             };
             let slot = VirtualMediaSlot {
@@ -481,7 +572,16 @@ impl RedfishBmc {
             _ => collection.clone(),
         };
         let mut out = Vec::new();
-        for member in collection["Members"].as_array().into_iter().flatten() {
+        let members = collection["Members"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
+        if members.len() > MAX_MEMBERS {
+            warnings.push(format!(
+                "{what}: the BMC lists {} members; the first {MAX_MEMBERS} were read",
+                members.len()
+            ));
+        }
+        for member in members.iter().take(MAX_MEMBERS) {
             if member.as_object().is_some_and(|m| m.len() > 1) {
                 out.push(member.clone());
                 continue;
@@ -779,7 +879,14 @@ impl Bmc for RedfishBmc {
                 .members(&system["Storage"], &mut warnings, "storage")
                 .await
             {
-                for drive in s["Drives"].as_array().into_iter().flatten() {
+                let drives = s["Drives"].as_array().map_or(&[][..], Vec::as_slice);
+                if drives.len() > MAX_MEMBERS {
+                    warnings.push(format!(
+                        "drives: the BMC lists {}; the first {MAX_MEMBERS} were read",
+                        drives.len()
+                    ));
+                }
+                for drive in drives.iter().take(MAX_MEMBERS) {
                     let d = if drive.as_object().is_some_and(|d| d.len() > 1) {
                         drive.clone()
                     } else if let Some(path) = link(drive) {
@@ -801,12 +908,25 @@ impl Bmc for RedfishBmc {
                 .members(&system["SimpleStorage"], &mut warnings, "simple storage")
                 .await
             {
-                for d in s["Devices"].as_array().into_iter().flatten() {
+                for d in s["Devices"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .take(MAX_MEMBERS)
+                {
                     inv.disks.push(disk_of(d));
                 }
             }
         }
-        inv.warnings = warnings.into_iter().map(|w| self.scrub(&w)).collect();
+        let dropped = warnings.len().saturating_sub(MAX_WARNINGS);
+        warnings.truncate(MAX_WARNINGS);
+        if dropped > 0 {
+            warnings.push(format!("{dropped} more warnings not kept"));
+        }
+        inv.warnings = warnings
+            .into_iter()
+            .map(|w| excerpt(&self.scrub(&w)))
+            .collect();
         Ok(inv)
     }
 
@@ -874,20 +994,17 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     }
 }
 
-fn strip_origin(path: &str) -> &str {
-    // Some BMCs answer with absolute URLs; we address everything relative to the BMC.
-    if let Some(rest) = path
-        .strip_prefix("https://")
-        .or_else(|| path.strip_prefix("http://"))
-    {
-        rest.find('/').map(|i| &rest[i..]).unwrap_or("/")
-    } else {
-        path
+/// At most [`MAX_TEXT`] characters of something a BMC sent, marked when cut.
+fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(MAX_TEXT) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
     }
 }
 
+/// A link as the BMC wrote it; absolute ones are checked against its origin when used.
 fn link(v: &Value) -> Option<String> {
-    v["@odata.id"].as_str().map(|s| strip_origin(s).to_string())
+    v["@odata.id"].as_str().map(String::from)
 }
 
 fn member_links(collection: &Value) -> Vec<String> {
@@ -1032,11 +1149,48 @@ mod tests {
     }
 
     #[test]
-    fn origins_are_stripped() {
-        assert_eq!(
-            strip_origin("https://10.0.0.1/redfish/v1/Systems/1"),
-            "/redfish/v1/Systems/1"
-        );
-        assert_eq!(strip_origin("/redfish/v1"), "/redfish/v1");
+    fn links_are_confined_to_the_bmc_origin() {
+        let address = BmcAddress::parse("redfish+https://10.0.0.1/redfish/v1/Systems/1").unwrap();
+        let bmc =
+            RedfishBmc::new(&address, Credentials::new("u", "p"), BmcOptions::default()).unwrap();
+        let url = |p: &str| bmc.url(&Method::GET, p).map(|u| u.to_string());
+        for (link, resolved) in [
+            (
+                "/redfish/v1/Systems/1",
+                "https://10.0.0.1/redfish/v1/Systems/1",
+            ),
+            (
+                "https://10.0.0.1:443/redfish/v1",
+                "https://10.0.0.1/redfish/v1",
+            ),
+            (
+                "https://10.0.0.1/x?$expand=.",
+                "https://10.0.0.1/x?$expand=.",
+            ),
+            ("redfish/v1/Systems", "https://10.0.0.1/redfish/v1/Systems"),
+            // Credentials in a link are never sent in place of ours.
+            ("https://evil:pw@10.0.0.1/x", "https://10.0.0.1/x"),
+        ] {
+            assert_eq!(url(link).unwrap(), resolved, "{link}");
+        }
+        for link in [
+            "http://10.0.0.1/redfish/v1",
+            "https://10.0.0.1:8443/redfish/v1",
+            "https://10.0.0.2/redfish/v1",
+            "//10.0.0.2/redfish/v1",
+            "https://10.0.0.1@10.0.0.2/x",
+            "file:///etc/passwd",
+        ] {
+            let err = url(link).unwrap_err().to_string();
+            assert!(
+                err.contains("outside the BMC's origin https://10.0.0.1"),
+                "{link}: {err}"
+            );
+        }
+        let long = format!("/{}", "a".repeat(5000));
+        let err = bmc
+            .url(&Method::GET, &format!("https://x{long}"))
+            .unwrap_err();
+        assert!(err.to_string().len() < 1000, "{err}");
     }
 }

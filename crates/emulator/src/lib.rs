@@ -25,6 +25,7 @@
 //! atomics and each system has its own short-held mutex.
 
 mod control;
+mod hostile;
 mod inventory;
 mod redfish;
 mod resp;
@@ -88,7 +89,9 @@ impl std::fmt::Debug for EmulatorConfig {
 /// inventory, manager, virtual media).
 ///
 /// JSON form (also the control endpoint's body):
-/// `{"kind":"http500"|"hang"|"unauthorized"|"connection_reset"|"latency","latency_ms":N}`.
+/// `{"kind":"http500"|"hang"|"unauthorized"|"connection_reset"|"latency","latency_ms":N}`,
+/// and the hostile BMCs: `{"kind":"foreign_links"|"redirect","origin":"http://host:port"}`,
+/// `{"kind":"huge_body"|"long_error","bytes":N}`, `{"kind":"many_members","count":N}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "FaultSpec", into = "FaultSpec")]
 pub enum Fault {
@@ -102,24 +105,46 @@ pub enum Fault {
     ConnectionReset,
     /// Answer normally after this delay.
     Latency(Duration),
+    /// Every link and action target in the answers names this origin instead of ours.
+    ForeignLinks(String),
+    /// Answer every request with a 307 to the same path at this origin.
+    Redirect(String),
+    /// Answer 200 with a JSON body of this many bytes.
+    HugeBody(u64),
+    /// Answer 500 with a Redfish error whose message is this many bytes long.
+    LongError(u64),
+    /// Every collection in the answers lists its first member this many times.
+    ManyMembers(u64),
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum FaultKind {
+    #[default]
     Http500,
     Hang,
     Unauthorized,
     ConnectionReset,
     Latency,
+    ForeignLinks,
+    Redirect,
+    HugeBody,
+    LongError,
+    ManyMembers,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FaultSpec {
     kind: FaultKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     latency_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    origin: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    count: Option<u64>,
 }
 
 impl TryFrom<FaultSpec> for Fault {
@@ -134,23 +159,75 @@ impl TryFrom<FaultSpec> for Fault {
                 Some(ms) => Fault::Latency(Duration::from_millis(ms)),
                 None => return Err("fault kind \"latency\" needs \"latency_ms\"".into()),
             },
+            FaultKind::ForeignLinks | FaultKind::Redirect => {
+                let Some(origin) = spec.origin else {
+                    return Err("this fault kind needs \"origin\"".into());
+                };
+                if matches!(spec.kind, FaultKind::Redirect) {
+                    Fault::Redirect(origin)
+                } else {
+                    Fault::ForeignLinks(origin)
+                }
+            }
+            FaultKind::HugeBody | FaultKind::LongError => match spec.bytes {
+                // Bounded so a typo cannot make the emulator allocate the machine away.
+                Some(n) if n <= 1 << 30 => {
+                    if matches!(spec.kind, FaultKind::HugeBody) {
+                        Fault::HugeBody(n)
+                    } else {
+                        Fault::LongError(n)
+                    }
+                }
+                _ => return Err("this fault kind needs \"bytes\" (at most 1 GiB)".into()),
+            },
+            FaultKind::ManyMembers => match spec.count {
+                Some(n) if n <= 1_000_000 => Fault::ManyMembers(n),
+                _ => {
+                    return Err(
+                        "fault kind \"many_members\" needs \"count\" (at most 1,000,000)".into(),
+                    );
+                }
+            },
         })
     }
 }
 
 impl From<Fault> for FaultSpec {
     fn from(fault: Fault) -> Self {
-        let (kind, latency_ms) = match fault {
-            Fault::Http500 => (FaultKind::Http500, None),
-            Fault::Hang => (FaultKind::Hang, None),
-            Fault::Unauthorized => (FaultKind::Unauthorized, None),
-            Fault::ConnectionReset => (FaultKind::ConnectionReset, None),
-            Fault::Latency(d) => (
-                FaultKind::Latency,
-                Some(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            ),
+        let spec = |kind| FaultSpec {
+            kind,
+            ..FaultSpec::default()
         };
-        FaultSpec { kind, latency_ms }
+        match fault {
+            Fault::Http500 => spec(FaultKind::Http500),
+            Fault::Hang => spec(FaultKind::Hang),
+            Fault::Unauthorized => spec(FaultKind::Unauthorized),
+            Fault::ConnectionReset => spec(FaultKind::ConnectionReset),
+            Fault::Latency(d) => FaultSpec {
+                latency_ms: Some(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                ..spec(FaultKind::Latency)
+            },
+            Fault::ForeignLinks(origin) => FaultSpec {
+                origin: Some(origin),
+                ..spec(FaultKind::ForeignLinks)
+            },
+            Fault::Redirect(origin) => FaultSpec {
+                origin: Some(origin),
+                ..spec(FaultKind::Redirect)
+            },
+            Fault::HugeBody(n) => FaultSpec {
+                bytes: Some(n),
+                ..spec(FaultKind::HugeBody)
+            },
+            Fault::LongError(n) => FaultSpec {
+                bytes: Some(n),
+                ..spec(FaultKind::LongError)
+            },
+            Fault::ManyMembers(n) => FaultSpec {
+                count: Some(n),
+                ..spec(FaultKind::ManyMembers)
+            },
+        }
     }
 }
 

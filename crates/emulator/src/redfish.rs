@@ -12,13 +12,13 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::Value;
 
-use crate::Fault;
 use crate::inventory::{self, Expand};
 use crate::resp::{
     Resp, bad_request, empty, error, json, json_bytes, method_not_allowed, not_found, unauthorized,
 };
 use crate::server::{App, ResetConnection};
 use crate::state::{BOOT_ENABLED, BOOT_MODES, BOOT_TARGETS, parse_index, parse_system_id};
+use crate::{Fault, hostile};
 
 /// Request bodies are tiny JSON documents; refuse anything large.
 const MAX_BODY: usize = 64 * 1024;
@@ -150,6 +150,7 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Result<Resp, ResetConn
     app.by_method.count(req.method());
     let route = parse_route(path, app.systems.len());
 
+    let mut rewrite = None;
     if let Route::Sys(index, _) = route {
         let cell = &app.systems[index];
         cell.counts.count(req.method());
@@ -168,6 +169,10 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Result<Resp, ResetConn
             Some(Fault::Unauthorized) => return Ok(unauthorized()),
             Some(Fault::ConnectionReset) => return Err(ResetConnection),
             Some(Fault::Latency(d)) => tokio::time::sleep(d).await,
+            Some(Fault::Redirect(origin)) => return Ok(hostile::redirect(&origin, req.uri())),
+            Some(Fault::HugeBody(n)) => return Ok(hostile::huge_body(n)),
+            Some(Fault::LongError(n)) => return Ok(hostile::long_error(n)),
+            Some(fault @ (Fault::ForeignLinks(_) | Fault::ManyMembers(_))) => rewrite = Some(fault),
         }
     }
 
@@ -177,7 +182,7 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Result<Resp, ResetConn
         return Ok(unauthorized());
     }
 
-    Ok(match route {
+    let resp = match route {
         Route::NotFound => not_found(path),
         Route::VersionDoc => only_get(&req, || {
             json_bytes(
@@ -214,6 +219,10 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Result<Resp, ResetConn
             _ => method_not_allowed("GET, DELETE"),
         },
         Route::Sys(index, r) => system_request(app, index, r, req).await,
+    };
+    Ok(match rewrite {
+        Some(fault) => hostile::rewrite(resp, &fault).await,
+        None => resp,
     })
 }
 
