@@ -39,6 +39,14 @@ pub fn serve(core: &Core, doc: Doc, headers: &HeaderMap) -> Result<Response, Api
     let ok = |v: Value| Ok(value_response(StatusCode::OK, &v));
     match doc {
         Doc::Health => Ok((StatusCode::OK, "ok").into_response()),
+        Doc::Ready => Ok(match core.store.unwritable() {
+            None => (StatusCode::OK, "ok").into_response(),
+            Some(why) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("[-]store failed: cannot write ({why})\nreadyz check failed\n"),
+            )
+                .into_response(),
+        }),
         Doc::Root => {
             let mut paths = vec![
                 "/api".to_string(),

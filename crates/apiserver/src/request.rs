@@ -13,6 +13,8 @@ pub enum Doc {
     Root,
     Version,
     Health,
+    /// `/readyz`: not ready while the store refuses writes.
+    Ready,
     Api,
     Apis,
     Group(String),
@@ -46,7 +48,8 @@ pub fn parse_path(path: &str) -> Route {
     let (group, version, rest) = match segs.as_slice() {
         [""] => return Route::Discovery(Doc::Root),
         ["version"] => return Route::Discovery(Doc::Version),
-        ["healthz"] | ["livez"] | ["readyz"] => return Route::Discovery(Doc::Health),
+        ["healthz"] | ["livez"] => return Route::Discovery(Doc::Health),
+        ["readyz"] => return Route::Discovery(Doc::Ready),
         ["api"] => return Route::Discovery(Doc::Api),
         ["apis"] => return Route::Discovery(Doc::Apis),
         ["openapi", "v2"] => return Route::Discovery(Doc::OpenApiV2),

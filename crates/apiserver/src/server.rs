@@ -76,6 +76,10 @@ pub enum ServerError {
     Bootstrap(#[from] ApiError),
     #[error("refusing to run without authentication on non-loopback address {0}")]
     InsecureNonLoopback(SocketAddr),
+    #[error(
+        "data directory {path} is in use by another ferrometal serve ({holder}); stop it or choose another --data-dir"
+    )]
+    DataDirInUse { path: PathBuf, holder: String },
 }
 
 /// The embedded API server. Cheap to share behind an `Arc`; dropping it does not stop a running
@@ -87,6 +91,43 @@ pub struct ApiServer {
     config: ServerConfig,
     token: String,
     tls: Option<(Arc<rustls::ServerConfig>, String)>,
+    /// The data directory's lock, held until shutdown or drop.
+    dir_lock: std::sync::Mutex<Option<std::fs::File>>,
+}
+
+/// Takes `DIR/lock` (an advisory lock the kernel drops when the process dies, however it
+/// dies) so a second server on the same directory stops before it touches anything in it.
+fn lock_data_dir(dir: &Path) -> Result<std::fs::File, ServerError> {
+    use std::io::{Read, Seek, Write};
+    let path = dir.join("lock");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = match holder.trim() {
+                "" => "a process that holds its lock".to_string(),
+                pid => format!("pid {pid}"),
+            };
+            return Err(ServerError::DataDirInUse {
+                path: dir.to_path_buf(),
+                holder,
+            });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&path)(e)),
+    }
+    // Only the lock holder writes its pid; the next one reads it for the message.
+    file.set_len(0).map_err(io_err(&path))?;
+    file.rewind().map_err(io_err(&path))?;
+    writeln!(file, "{}", std::process::id()).map_err(io_err(&path))?;
+    Ok(file)
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ServerError + '_ {
@@ -109,6 +150,7 @@ impl ApiServer {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
                 .map_err(io_err(dir))?;
         }
+        let dir_lock = lock_data_dir(dir)?;
         let token_path = dir.join("token");
         let token = files::load_or_create_secret(&token_path, 32).map_err(io_err(&token_path))?;
         let key_path = dir.join("sa.key");
@@ -160,6 +202,7 @@ impl ApiServer {
             config,
             token,
             tls,
+            dir_lock: std::sync::Mutex::new(Some(dir_lock)),
         })
     }
 
@@ -317,6 +360,10 @@ impl ApiServer {
     pub async fn shutdown(&self) {
         self.shutdown_tx.send_replace(true);
         self.core.store.close().await;
+        self.dir_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
     }
 }
 

@@ -259,6 +259,10 @@ impl From<StoreError> for ApiError {
                 return ApiError::new(413, "RequestEntityTooLarge", e.to_string());
             }
             StoreError::TooDeep { .. } => return ApiError::new(422, "Invalid", e.to_string()),
+            // Temporary: the recovery task accepts writes again once the disk can take them.
+            StoreError::Unwritable(_) => {
+                return ApiError::new(503, "ServiceUnavailable", e.to_string());
+            }
             _ => {}
         }
         tracing::error!(error = %e, "store failure");

@@ -7,7 +7,7 @@
 //! which doubles as `metadata.resourceVersion`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
@@ -23,6 +23,8 @@ use integrity::{check_bounds, load_row, quarantine};
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const REVISION: &str = "revision";
+/// Room checks after a failed commit; empty otherwise.
+const PROBE: TableDefinition<&str, &[u8]> = TableDefinition::new("probe");
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -35,6 +37,12 @@ pub enum StoreError {
     },
     #[error("the store is closed")]
     Closed,
+    /// A commit failed (a full disk, an I/O error): nothing from it was acknowledged, and
+    /// writes are refused until a probe commit succeeds again.
+    #[error(
+        "the store cannot write ({0}); writes are refused until it can, which is checked every second"
+    )]
+    Unwritable(String),
     /// Refused before anything was written: the object would exceed [`MAX_OBJECT_BYTES`].
     #[error("object {key} is too large: {bytes} bytes, the limit is {MAX_OBJECT_BYTES}")]
     TooLarge { key: String, bytes: usize },
@@ -327,7 +335,8 @@ struct Queue {
     batch: Vec<Pending>,
     waiters: Vec<oneshot::Sender<Result<(), String>>>,
     committing: bool,
-    /// A commit failed: the overlay no longer matches the disk, so refuse further writes.
+    /// A commit failed: the overlay no longer matches the disk, so further writes are refused
+    /// until the recovery task has dropped the overlay and made a probe commit.
     failed: Option<String>,
 }
 
@@ -402,6 +411,8 @@ impl View<'_> {
 struct Inner {
     /// `None` once closed, so the file lock is released even while handles to the store live on.
     db: RwLock<Option<Arc<Database>>>,
+    /// Where the database lives, to reopen it after a failed commit.
+    path: PathBuf,
     state: RwLock<State>,
     writer: Mutex<Writer>,
     queue: std::sync::Mutex<Queue>,
@@ -483,6 +494,7 @@ impl Store {
         };
         let inner = Arc::new(Inner {
             db: RwLock::new(Some(Arc::new(db))),
+            path: path.to_path_buf(),
             state: RwLock::new(state),
             writer: Mutex::new(writer),
             queue: Default::default(),
@@ -561,7 +573,7 @@ impl Store {
                 return Err(StoreError::Closed.into());
             }
             if let Some(e) = &self.queue().failed {
-                return Err(StoreError::Db(e.clone()).into());
+                return Err(StoreError::Unwritable(e.clone()).into());
             }
             let published = self
                 .inner
@@ -604,6 +616,11 @@ impl Store {
             }
             let (tx, rx) = oneshot::channel();
             let mut q = self.queue();
+            // A commit failed while this writer decided: its decision may rest on the failed
+            // batch. Not queued; the recovery drops the overlay it is in.
+            if let Some(e) = &q.failed {
+                return Err(StoreError::Unwritable(e.clone()).into());
+            }
             q.batch.extend(pending);
             q.waiters.push(tx);
             (rx, results, out)
@@ -611,13 +628,18 @@ impl Store {
         self.inner.wake.notify_one();
         match rx.await {
             Ok(Ok(())) => Ok((results, out)),
-            Ok(Err(e)) => Err(StoreError::Db(e).into()),
+            Ok(Err(e)) => Err(StoreError::Unwritable(e).into()),
             Err(_) => Err(StoreError::Closed.into()),
         }
     }
 
     fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.inner.queue.lock().expect("queue lock")
+    }
+
+    /// Why writes are refused right now, if they are (readiness reports it).
+    pub fn unwritable(&self) -> Option<String> {
+        self.queue().failed.clone()
     }
 
     /// Waits for queued writes to be committed, then closes the database file. Later writes
@@ -758,17 +780,105 @@ async fn committer(weak: std::sync::Weak<Inner>, wake: Arc<Notify>) {
                     }
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "commit failed; refusing further writes");
-                    inner.queue.lock().expect("queue lock").failed = Some(e.to_string());
-                    for tx in waiters {
-                        let _ = tx.send(Err(e.to_string()));
+                    let reason = e.to_string();
+                    tracing::error!(error = %reason, "commit failed; writes are refused until the store can write again");
+                    // Everything queued behind the failed batch was decided on top of it: none
+                    // of it can be committed either.
+                    let queued = {
+                        let mut q = inner.queue.lock().expect("queue lock");
+                        q.failed = Some(reason.clone());
+                        q.batch.clear();
+                        std::mem::take(&mut q.waiters)
+                    };
+                    for tx in waiters.into_iter().chain(queued) {
+                        let _ = tx.send(Err(reason.clone()));
                     }
+                    tokio::spawn(recover(weak.clone()));
                 }
             }
         }
         if inner.writer.lock().await.closed {
             return;
         }
+    }
+}
+
+/// After a failed commit: once a second, drop the undurable overlay (nothing in it was
+/// acknowledged), reopen the database (redb wants that after an I/O error) and make a probe
+/// commit; when it lands, writes are accepted again.
+async fn recover(weak: std::sync::Weak<Inner>) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let Some(inner) = weak.upgrade() else {
+            return;
+        };
+        let mut w = inner.writer.lock().await;
+        if w.closed {
+            return;
+        }
+        {
+            let q = inner.queue.lock().expect("queue lock");
+            if q.committing || !q.batch.is_empty() {
+                continue;
+            }
+        }
+        let published = inner.published.load(std::sync::atomic::Ordering::Acquire);
+        w.overlay.clear();
+        w.next_rev = published;
+        let old = inner.db.write().expect("store lock").take();
+        drop(old);
+        let path = inner.path.clone();
+        let reopened = tokio::task::spawn_blocking(move || -> Result<Database, StoreError> {
+            let db = Database::builder()
+                .set_cache_size(2 << 20)
+                .create(&path)
+                .map_err(db_err)?;
+            injected_fault()?;
+            // A probe the size of two of the largest objects, committed then removed: writes
+            // are accepted again only with that much room, so readiness does not flap while
+            // the disk stays full (redb can often still rewrite a few pages it has).
+            let probe = vec![0u8; 2 * MAX_OBJECT_BYTES];
+            for keep in [true, false] {
+                let mut tx = db.begin_write().map_err(db_err)?;
+                tx.set_durability(Durability::Immediate).map_err(db_err)?;
+                {
+                    let mut table = tx.open_table(PROBE).map_err(db_err)?;
+                    if keep {
+                        table.insert("probe", probe.as_slice()).map_err(db_err)?;
+                    } else {
+                        table.remove("probe").map_err(db_err)?;
+                    }
+                    let mut meta = tx.open_table(META).map_err(db_err)?;
+                    meta.insert(REVISION, published).map_err(db_err)?;
+                }
+                tx.commit().map_err(db_err)?;
+            }
+            Ok(db)
+        })
+        .await;
+        match reopened {
+            Ok(Ok(db)) => {
+                *inner.db.write().expect("store lock") = Some(Arc::new(db));
+                inner.queue.lock().expect("queue lock").failed = None;
+                tracing::warn!(revision = published, "the store can write again");
+                return;
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "the store still cannot write"),
+            Err(e) => tracing::debug!(error = %e, "store probe failed"),
+        }
+    }
+}
+
+/// The documented fault-injection hook for machines where a small filesystem cannot be
+/// mounted: while the file named by `FERROMETAL_FAULT_DISK_FULL` exists, every commit fails as
+/// on a full disk.
+fn injected_fault() -> Result<(), StoreError> {
+    match std::env::var_os("FERROMETAL_FAULT_DISK_FULL") {
+        Some(flag) if Path::new(&flag).exists() => Err(StoreError::Db(format!(
+            "No space left on device (injected: {} exists)",
+            Path::new(&flag).display()
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -784,6 +894,7 @@ async fn commit(db: Arc<Database>, batch: &[Pending], last: u64) -> Result<(), S
         })
         .collect();
     tokio::task::spawn_blocking(move || -> Result<(), StoreError> {
+        injected_fault()?;
         let mut tx = db.begin_write().map_err(db_err)?;
         tx.set_durability(Durability::Immediate).map_err(db_err)?;
         {
