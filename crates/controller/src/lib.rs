@@ -33,6 +33,7 @@ pub mod events;
 pub mod hardware_data;
 pub mod host;
 pub mod job;
+pub mod leader;
 pub mod metrics;
 pub mod rufio;
 pub mod secrets;

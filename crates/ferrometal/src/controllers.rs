@@ -204,11 +204,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
     if let Some(addr) = args.metrics_listen {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("metrics listener on {addr}"))?;
-        tracing::info!(%addr, "serving /metrics");
-        tokio::spawn(serve_metrics(listener, requests.clone()));
+        serve_endpoints(addr, requests.clone(), client.clone()).await?;
     }
     let (provisioner, ironic) = args.provisioner(requests).await?;
     let result = ferrometal_controller::run(client, provisioner, args.config(), shutdown).await;
@@ -228,8 +224,19 @@ pub fn metrics_text(requests: &BmcRequests) -> String {
     }
 }
 
-async fn serve_metrics(listener: tokio::net::TcpListener, requests: Arc<BmcRequests>) {
+/// Binds `addr` and serves `/metrics`, `/healthz` (the process answers) and `/readyz` (the
+/// API server answers it now), the probes of deploy/deployment.yaml.
+pub async fn serve_endpoints(
+    addr: SocketAddr,
+    requests: Arc<BmcRequests>,
+    client: kube::Client,
+) -> anyhow::Result<()> {
+    use axum::http::StatusCode;
     use axum::routing::get;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("metrics listener on {addr}"))?;
+    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
     let app = axum::Router::new()
         .route(
             "/metrics",
@@ -246,8 +253,32 @@ async fn serve_metrics(listener: tokio::net::TcpListener, requests: Arc<BmcReque
                 }
             }),
         )
-        .route("/healthz", get(|| async { "ok" }));
-    if let Err(e) = axum::serve(listener, app).await {
-        tracing::error!(error = %e, "metrics endpoint stopped");
-    }
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let client = client.clone();
+                async move {
+                    let version =
+                        tokio::time::timeout(Duration::from_secs(3), client.apiserver_version());
+                    match version.await {
+                        Ok(Ok(_)) => (StatusCode::OK, "ok".to_string()),
+                        Ok(Err(e)) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("the API server cannot be reached: {e}"),
+                        ),
+                        Err(_) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "the API server did not answer within 3s".to_string(),
+                        ),
+                    }
+                }
+            }),
+        );
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "metrics endpoint stopped");
+        }
+    });
+    Ok(())
 }

@@ -17,11 +17,16 @@ use serve_common::{Serve, free_port, serve};
 const RBAC: &str = include_str!("../../../deploy/rbac.yaml");
 const SA_USER: &str = "system:serviceaccount:ferrometal-system:ferrometal";
 
-/// (apiGroup, resource[/subresource], verb) of every grant in the controller's ClusterRole.
+fn is_role(doc: &Value) -> bool {
+    doc["kind"] == "ClusterRole" || doc["kind"] == "Role"
+}
+
+/// (apiGroup, resource[/subresource], verb) of every grant in the controller's ClusterRole and
+/// its leader-election Role.
 fn grants() -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     for doc in serde_yaml_docs(RBAC) {
-        if doc["kind"] != "ClusterRole" {
+        if !is_role(&doc) {
             continue;
         }
         for rule in doc["rules"].as_array().unwrap() {
@@ -54,7 +59,7 @@ fn rbac_without(drop: Option<&(String, String, String)>) -> String {
     let docs = serde_yaml_docs(RBAC);
     let mut out = Vec::new();
     for mut doc in docs {
-        if doc["kind"] == "ClusterRole"
+        if is_role(&doc)
             && let Some((g, r, v)) = drop
         {
             let mut rules = Vec::new();
@@ -134,6 +139,11 @@ async fn start(rbac: &str) -> Run {
     let controller = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
         .args(["controller", "--kubeconfig"])
         .arg(&kc)
+        .args([
+            "--leader-elect",
+            "--leader-elect-namespace",
+            "ferrometal-system",
+        ])
         .args([
             "--power-poll-interval",
             "2",
