@@ -37,7 +37,11 @@ pub fn serve(bin: &Path, dir: &Path, port: u16, extra: &[&str]) -> Serve {
             .arg(dir)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(extra)
-            .env("FERROMETAL_LOG", "warn")
+            // A test that scans the log for secrets raises it with FERROMETAL_TEST_SERVE_LOG.
+            .env(
+                "FERROMETAL_LOG",
+                std::env::var("FERROMETAL_TEST_SERVE_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             // `--provisioner ironic` finds the `ironic` the project's scripts install here.
             .env(
                 "FERROMETAL_VENV",
