@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs the real peers (sushy-tools, ipmi_sim, ipmitool, kubectl and the
-# Python kubernetes client), then runs every Rust test, unit and end-to-end, and finally checks
-# that no process the tests started is still running.
+# Python kubernetes client), then runs every Rust test, unit and end-to-end, a fuzz smoke of every
+# target in fuzz/, and finally checks that no process the tests started is still running.
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 bash scripts/setup-debian.sh
@@ -18,5 +18,7 @@ if command -v cargo-nextest >/dev/null; then
 else
   cargo test --workspace --no-fail-fast "$@" || status=$?
 fi
+# A short fuzz of every target, after replaying every input that once crashed (fuzz/).
+bash fuzz/smoke.sh 8 || status=1
 bash scripts/leftovers.sh "$run_mark" || status=1
 exit "$status"

@@ -36,7 +36,7 @@ fn content_type(headers: &HeaderMap) -> String {
 }
 
 /// Decodes a request body as JSON or YAML; malformed input is a 400, another media type a 415.
-fn parse_body(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
+pub(crate) fn parse_body(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
     let base = ct.split(';').next().unwrap_or_default().trim();
     let known = base.is_empty()
         || base == "*/*"

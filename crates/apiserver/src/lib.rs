@@ -56,5 +56,20 @@ mod watch;
 mod yaml;
 
 pub use server::{ApiServer, ServerConfig, ServerError};
+
+/// Entry points for the fuzz targets in `fuzz/`; not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    /// A request body decoded as the server decodes it, by media type; the HTTP status of a
+    /// refusal.
+    pub fn decode_body(content_type: &str, body: &[u8]) -> Result<serde_json::Value, u16> {
+        crate::handlers::parse_body(content_type, body).map_err(|e| e.code)
+    }
+
+    /// Multi-document YAML as `kubectl apply -f` sends it.
+    pub fn yaml_documents(text: &str) -> Result<Vec<serde_json::Value>, String> {
+        crate::yaml::documents(text)
+    }
+}
 pub use state::{Limits, ValidateFn, Validator};
 pub use store::{CheckReport, check as check_store};

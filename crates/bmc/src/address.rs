@@ -93,23 +93,40 @@ pub struct BmcAddress {
     pub system_path: Option<String>,
 }
 
-/// Why an address could not be parsed. Each message names the offending input.
+/// Why an address could not be parsed. Each message names the offending input, quoted and cut
+/// to 200 characters (an address is user input and messages end up in status).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AddressError {
     #[error("BMC address is empty")]
     Empty,
-    #[error("BMC address {address:?} has unknown scheme {scheme:?}; supported: {supported}")]
+    #[error("BMC address {} has unknown scheme {}; supported: {supported}", shown(.address), shown(.scheme))]
     UnknownScheme {
         address: String,
         scheme: String,
         supported: String,
     },
-    #[error("BMC address {address:?} has no host")]
+    #[error("BMC address {} has no host", shown(.address))]
     MissingHost { address: String },
-    #[error("BMC address {address:?} has an invalid port {port:?}")]
+    #[error("BMC address {} has an invalid port {}", shown(.address), shown(.port))]
     InvalidPort { address: String, port: String },
-    #[error("BMC address {address:?} is not a valid URL: {reason}")]
+    #[error("BMC address {} is not a valid URL: {}", shown(.address), cut(.reason))]
     Invalid { address: String, reason: String },
+}
+
+/// `text` quoted, at most 200 characters of it.
+fn shown(text: &str) -> String {
+    match text.char_indices().nth(200) {
+        Some((end, _)) => format!("{:?}…", &text[..end]),
+        None => format!("{text:?}"),
+    }
+}
+
+/// A reason (which may quote parts of the input) cut to 400 characters.
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(400) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
 }
 
 pub const IPMI_DEFAULT_PORT: u16 = 623;
@@ -358,6 +375,19 @@ fn validate_host(address: &str, host: &str) -> Result<(), AddressError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by fuzz/ (bmc_address): the message quoted the whole address, escaped.
+    #[test]
+    fn errors_quote_a_bounded_part_of_the_address() {
+        for input in [
+            format!("{}A11111", "\u{13}".repeat(5000)),
+            format!("redfish://[{}", "x".repeat(100_000)),
+            format!("nope{}://host", "s".repeat(100_000)),
+        ] {
+            let err = BmcAddress::parse(&input).unwrap_err().to_string();
+            assert!(err.len() < 5000, "{} bytes: {err:.200}", err.len());
+        }
+    }
 
     fn ok(
         input: &str,
