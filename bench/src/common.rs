@@ -107,9 +107,22 @@ pub struct ServeChild {
 
 impl ServeChild {
     pub fn start(binary: &Path, dir: &Path, extra: &[String]) -> anyhow::Result<ServeChild> {
+        Self::start_on(binary, dir, extra, free_port()?)
+    }
+
+    /// On a given port: a restart keeps the address its clients know.
+    pub fn start_on(
+        binary: &Path,
+        dir: &Path,
+        extra: &[String],
+        port: u16,
+    ) -> anyhow::Result<ServeChild> {
         let data_dir = dir.join("data");
         let log = dir.join("serve.log");
-        let port = free_port()?;
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
         let mut child = Command::new(binary)
             .arg("serve")
             .arg("--data-dir")
@@ -119,7 +132,7 @@ impl ServeChild {
             .env("FERROMETAL_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log)?)
+            .stderr(log_file)
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))?;
         let stdout = BufReader::new(child.stdout.take().context("stdout")?);
@@ -161,6 +174,12 @@ impl ServeChild {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// SIGKILL, and reap it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub async fn client(&self) -> anyhow::Result<kube::Client> {

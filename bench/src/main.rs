@@ -9,6 +9,7 @@
 
 mod apiserver;
 mod common;
+mod crash;
 mod emucap;
 mod jobs;
 mod procfs;
@@ -122,6 +123,22 @@ enum Scenario {
         #[arg(long = "serve-arg", allow_hyphen_values = true)]
         serve_args: Vec<String>,
     },
+    /// Crash under load: N hosts provision while serve is killed with SIGKILL K times; fails
+    /// on any repeated destructive BMC action, revision going backwards or watch disorder.
+    Crash {
+        #[arg(long, default_value_t = 1000)]
+        hosts: usize,
+        #[arg(long, default_value_t = 10)]
+        kills: usize,
+        /// Creates in flight.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        #[arg(long, default_value_t = 1200)]
+        timeout: u64,
+        /// Extra `ferrometal serve` flags (repeatable).
+        #[arg(long = "serve-arg", allow_hyphen_values = true)]
+        serve_args: Vec<String>,
+    },
     /// The emulator's own capacity (GET/s of a ComputerSystem).
     Emulator {
         #[arg(long, default_value_t = 10000)]
@@ -213,6 +230,24 @@ async fn main() -> std::process::ExitCode {
         } => {
             jobs::run(jobs::Opts {
                 hosts: hosts.max(1),
+                concurrency,
+                timeout,
+                serve_args,
+                ferrometal: cli.ferrometal,
+                keep: cli.keep,
+            })
+            .await
+        }
+        Scenario::Crash {
+            hosts,
+            kills,
+            concurrency,
+            timeout,
+            serve_args,
+        } => {
+            crash::run(crash::Opts {
+                hosts: hosts.max(1),
+                kills,
                 concurrency,
                 timeout,
                 serve_args,
