@@ -151,7 +151,13 @@ fn classify_failure(bmc: &str, operation: &str, stderr: &str, timeout: Duration)
     if lower.contains("address lookup") || lower.contains("unknown host") {
         return BmcError::Unreachable {
             bmc,
-            reason: stderr.lines().next().unwrap_or_default().to_string(),
+            reason: stderr
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(300)
+                .collect(),
         };
     }
     BmcError::Protocol {
