@@ -339,3 +339,65 @@ async fn shutdown_releases_hung_requests_and_the_port() {
     // The port is free again.
     tokio::net::TcpListener::bind(addr).await.unwrap();
 }
+
+#[tokio::test]
+async fn hostile_faults_are_set_through_the_control_endpoint() {
+    let h = start_default().await;
+    let fault_url = h.url("/emulator/systems/sys-3/fault");
+    for (body, want) in [
+        (
+            json!({"kind": "foreign_links", "origin": "http://127.0.0.1:9"}),
+            Fault::ForeignLinks("http://127.0.0.1:9".into()),
+        ),
+        (
+            json!({"kind": "redirect", "origin": "http://127.0.0.1:9"}),
+            Fault::Redirect("http://127.0.0.1:9".into()),
+        ),
+        (
+            json!({"kind": "huge_body", "bytes": 4096}),
+            Fault::HugeBody(4096),
+        ),
+        (
+            json!({"kind": "long_error", "bytes": 4096}),
+            Fault::LongError(4096),
+        ),
+        (
+            json!({"kind": "many_members", "count": 7}),
+            Fault::ManyMembers(7),
+        ),
+    ] {
+        let resp = h.http.put(&fault_url).json(&body).send().await.unwrap();
+        assert!(resp.status().is_success(), "{body}");
+        assert_eq!(h.emu.state(3).fault, Some(want.clone()));
+        let read: Value = h.get_json("/emulator/systems/sys-3/fault").await;
+        assert_eq!(read, body, "the fault reads back as it was set");
+    }
+    // What each does, seen by a plain HTTP client.
+    let body = h.get_json(&format!("{SYS}/Processors")).await;
+    assert_eq!(body["Members"].as_array().unwrap().len(), 7);
+    assert_eq!(body["Members@odata.count"], 7);
+    h.emu
+        .set_fault(3, Some(Fault::ForeignLinks("http://other:1".into())));
+    let system = h.get_json(SYS).await;
+    assert_eq!(
+        system["@odata.id"],
+        "http://other:1/redfish/v1/Systems/sys-3"
+    );
+    h.emu
+        .set_fault(3, Some(Fault::Redirect("http://other:1".into())));
+    let resp = h.req(Method::GET, SYS).send().await.unwrap();
+    assert_eq!(resp.status(), 307);
+    assert_eq!(
+        resp.headers()["location"],
+        "http://other:1/redfish/v1/Systems/sys-3"
+    );
+    for bad in [
+        json!({"kind": "redirect"}),
+        json!({"kind": "huge_body"}),
+        json!({"kind": "huge_body", "bytes": 2_000_000_000u64}),
+        json!({"kind": "many_members", "count": 2_000_000}),
+    ] {
+        let resp = h.http.put(&fault_url).json(&bad).send().await.unwrap();
+        assert_eq!(resp.status(), 400, "{bad}");
+    }
+}

@@ -20,6 +20,8 @@ pub async fn start(config: EmulatorConfig) -> Harness {
     let http = Client::builder()
         // Only a safety net so a broken test fails instead of hanging.
         .timeout(Duration::from_secs(30))
+        // The redirect fault's 307s are what the tests look at.
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
     Harness { emu, http }
