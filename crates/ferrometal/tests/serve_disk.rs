@@ -17,10 +17,7 @@ use serve_common::*;
 
 /// A client that shows each refusal instead of retrying it as kube's default does.
 async fn client_for(srv: &Serve) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(&srv.kubeconfig).unwrap();
-    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
+    let mut cfg = srv.kube_config().await;
     cfg.default_retry = false;
     Client::try_from(cfg).unwrap()
 }

@@ -14,11 +14,7 @@ use rand::Rng;
 use serve_common::*;
 
 async fn client_for(srv: &Serve) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(&srv.kubeconfig).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    Client::try_from(cfg).unwrap()
+    Client::try_from(srv.kube_config().await).unwrap()
 }
 
 fn cm(name: &str, value: u64) -> ConfigMap {

@@ -94,6 +94,14 @@ pub fn serve(bin: &Path, dir: &Path, port: u16, extra: &[&str]) -> Serve {
 }
 
 impl Serve {
+    /// The admin's client configuration (its kubeconfig), for a `kube::Client`.
+    pub async fn kube_config(&self) -> kube::Config {
+        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap()
+    }
+
     /// Runs kubectl against this server with a private cache.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         self.kubectl_stdin(args, None)

@@ -873,10 +873,12 @@ async fn recover(weak: std::sync::Weak<Inner>) {
 /// mounted: while the file named by `FERROMETAL_FAULT_DISK_FULL` exists, every commit fails as
 /// on a full disk.
 fn injected_fault() -> Result<(), StoreError> {
-    match std::env::var_os("FERROMETAL_FAULT_DISK_FULL") {
-        Some(flag) if Path::new(&flag).exists() => Err(StoreError::Db(format!(
+    // Read once: the environment does not change under a running server, and commits are hot.
+    static FLAG: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    match FLAG.get_or_init(|| std::env::var_os("FERROMETAL_FAULT_DISK_FULL").map(PathBuf::from)) {
+        Some(flag) if flag.exists() => Err(StoreError::Db(format!(
             "No space left on device (injected: {} exists)",
-            Path::new(&flag).display()
+            flag.display()
         ))),
         _ => Ok(()),
     }
