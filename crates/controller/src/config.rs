@@ -27,6 +27,12 @@ pub struct ControllerConfig {
     pub api_error_backoff: Duration,
     /// `reportingController` of Events.
     pub reporter: String,
+    /// Calls at once to one BMC (endpoint and system), across host reconciles, BMCJobs and
+    /// Rufio tasks; more wait, holding no worker.
+    pub bmc_concurrency: usize,
+    /// Consecutive connection failures or timeouts after which a BMC is not called for a
+    /// while (its breaker opens; the first pause is `backoff_base`, doubling while it fails).
+    pub breaker_threshold: u32,
     /// Serve Tinkerbell Rufio's Machine, Job and Task (off where Rufio itself runs).
     pub rufio: bool,
 }
@@ -46,12 +52,26 @@ impl Default for ControllerConfig {
             not_ready_retry: Duration::from_secs(30),
             api_error_backoff: Duration::from_millis(500),
             reporter: "ferrometal-controller".into(),
+            bmc_concurrency: 4,
+            breaker_threshold: 3,
             rufio: true,
         }
     }
 }
 
 impl ControllerConfig {
+    /// The per-BMC limits and breakers these settings ask for.
+    pub fn bmc_gate(&self) -> std::sync::Arc<crate::bmc_gate::BmcGate> {
+        std::sync::Arc::new(crate::bmc_gate::BmcGate::new(
+            self.bmc_concurrency,
+            crate::bmc_gate::BreakerPolicy {
+                threshold: self.breaker_threshold,
+                cooldown: self.backoff_base,
+                max_cooldown: self.backoff_cap.min(Duration::from_secs(300)),
+            },
+        ))
+    }
+
     pub fn timing(&self) -> Timing {
         Timing {
             power_poll_interval: self.power_poll_interval,

@@ -4,10 +4,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use ferrometal_api::{BareMetalHost, ProvisioningState};
-use ferrometal_provisioner::Provisioner;
-use kube::runtime::reflector::Store;
+use ferrometal_provisioner::{HostInfo, Provisioner, ProvisionerError};
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::mpsc::UnboundedReceiver;
 
+use crate::bmc_gate::BmcGate;
 use crate::config::ControllerConfig;
+use crate::detached::Detached;
+use crate::host::chain::Resume;
 use crate::host::decide::{Memo, Timing};
 use crate::metrics::{StateLabels, metrics};
 
@@ -30,6 +34,10 @@ pub struct Context {
     pub secrets: Arc<crate::secrets::SecretCache>,
     /// Capacity slots granted whose start the cache may not show yet.
     pub capacity_grants: tokio::sync::Mutex<HashMap<String, std::time::Instant>>,
+    /// Per-BMC limits and breakers (shared with every controller that calls BMCs).
+    pub gate: Arc<BmcGate>,
+    /// Host BMC calls running off the reconcile workers.
+    pub detached: Detached<BareMetalHost, Resume>,
 }
 
 impl Context {
@@ -38,9 +46,11 @@ impl Context {
         provisioner: Arc<dyn Provisioner>,
         config: ControllerConfig,
         hosts: Store<BareMetalHost>,
-    ) -> Context {
+        gate: Arc<BmcGate>,
+    ) -> (Context, UnboundedReceiver<ObjectRef<BareMetalHost>>) {
         let events = crate::events::EventPublisher::new(client.clone(), config.reporter.clone());
-        Context {
+        let (detached, woken) = Detached::new();
+        let ctx = Context {
             client,
             provisioner,
             timing: config.timing(),
@@ -53,6 +63,23 @@ impl Context {
             written: Mutex::default(),
             capacity_grants: Default::default(),
             secrets: Default::default(),
+            gate,
+            detached,
+        };
+        (ctx, woken)
+    }
+
+    /// Runs a provisioner call through the host's BMC gate when the provisioner calls BMCs
+    /// itself.
+    pub async fn bmc<T>(
+        &self,
+        host: &HostInfo,
+        call: impl std::future::Future<Output = Result<T, ProvisionerError>>,
+    ) -> Result<T, ProvisionerError> {
+        if self.provisioner.talks_to_bmcs() {
+            self.gate.run(&BmcGate::key(&host.bmc), call).await
+        } else {
+            call.await
         }
     }
 

@@ -26,9 +26,11 @@
 //! changed (status merge patch, annotation removals, finalizer, Events, HardwareData).
 //! [`metrics_text`] renders the Prometheus metrics for a `/metrics` endpoint.
 
+pub mod bmc_gate;
 pub mod claim;
 pub mod config;
 pub mod context;
+pub mod detached;
 pub mod events;
 pub mod hardware_data;
 pub mod host;
@@ -41,6 +43,7 @@ pub mod secrets;
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
+use std::time::Duration;
 
 use ferrometal_api::{BareMetalHost, HardwareData};
 use ferrometal_provisioner::Provisioner;
@@ -98,6 +101,8 @@ pub async fn run(
     use futures::FutureExt;
     let shutdown = shutdown.shared();
     let claims = claim::run(client.clone(), config.clone(), shutdown.clone());
+    // One gate for every caller of a BMC in this process.
+    let gate = config.bmc_gate();
     let rufio = async {
         if config.rufio {
             let ctx = Arc::new(rufio::RufioContext {
@@ -107,6 +112,7 @@ pub async fn run(
                     .power_poll_interval
                     .max(std::time::Duration::from_secs(1)),
                 bmc_timeout: std::time::Duration::from_secs(20),
+                gate: gate.clone(),
             });
             rufio::run(ctx, config.concurrency, shutdown.clone()).await;
         }
@@ -115,17 +121,20 @@ pub async fn run(
         client.clone(),
         provisioner,
         config.clone(),
+        gate.clone(),
         shutdown.clone(),
     );
     let (hosts, claims, ()) = tokio::join!(hosts, claims, rufio);
     hosts.and(claims)
 }
 
-/// Runs the host controller until `shutdown` resolves.
+/// Runs the host controller (and BMCJobs) until `shutdown` resolves; `gate` limits the calls
+/// to each BMC.
 pub async fn run_hosts(
     client: kube::Client,
     provisioner: Arc<dyn Provisioner>,
     config: ControllerConfig,
+    gate: Arc<bmc_gate::BmcGate>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
     let mut wc = watcher::Config::default();
@@ -143,12 +152,8 @@ pub async fn run_hosts(
         .applied_objects()
         .predicate_filter(host_trigger, PredicateConfig::default());
     let concurrency = config.concurrency;
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        provisioner,
-        config,
-        reader.clone(),
-    ));
+    let (ctx, woken) = Context::new(client.clone(), provisioner, config, reader.clone(), gate);
+    let ctx = Arc::new(ctx);
     let for_secrets = reader.clone();
     let for_cache = reader.clone();
     let cache = ctx.secrets.clone();
@@ -177,12 +182,15 @@ pub async fn run_hosts(
         .watches_stream(secret_events, move |secret| {
             hosts_using(&for_secrets, &secret)
         })
+        .reconcile_on(futures::stream::unfold(woken, |mut rx| async move {
+            rx.recv().await.map(|object| (object, rx))
+        }))
         .with_config(Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(
             host::reconcile::reconcile,
             host::reconcile::error_policy,
-            ctx,
+            ctx.clone(),
         )
         .for_each(|result| async move {
             if let Err(e) = result {
@@ -190,6 +198,15 @@ pub async fn run_hosts(
             }
         });
     tokio::join!(hosts, jobs);
+    // BMC calls still running are let finish (each is bounded by the BMC timeout), so none is
+    // cut off halfway; their results are for whoever runs the hosts next.
+    if ctx.detached.running() > 0 {
+        tracing::info!(
+            calls = ctx.detached.running(),
+            "waiting for BMC calls in flight"
+        );
+        let _ = tokio::time::timeout(Duration::from_secs(30), ctx.detached.drained()).await;
+    }
     tracing::info!("host controller stopped");
     Ok(())
 }

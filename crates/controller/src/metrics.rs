@@ -37,6 +37,14 @@ pub struct Metrics {
     pub jobs_finished: Family<OutcomeLabels, Counter>,
     /// Time from a BMCJob task's start to its end (sent and observed).
     pub job_task_duration: Histogram,
+    /// BMC calls running now (past the per-BMC limit, off the reconcile workers).
+    pub bmc_calls_in_flight: Gauge,
+    /// BMC calls refused at once because the BMC's breaker is open.
+    pub bmc_calls_refused: Counter,
+    /// Times a BMC's breaker opened.
+    pub bmc_circuits_opened: Counter,
+    /// BMCs whose breaker is open now.
+    pub bmc_circuits_open: Gauge,
     registry: Registry,
 }
 
@@ -91,7 +99,35 @@ impl Metrics {
             "Time from a BMCJob task's start until the BMC showed its effect",
             job_task_duration.clone(),
         );
+        let bmc_calls_in_flight = Gauge::default();
+        let bmc_calls_refused = Counter::default();
+        let bmc_circuits_opened = Counter::default();
+        let bmc_circuits_open = Gauge::default();
+        registry.register(
+            "bmc_calls_in_flight",
+            "BMC calls running now",
+            bmc_calls_in_flight.clone(),
+        );
+        registry.register(
+            "bmc_calls_refused",
+            "BMC calls refused at once because the BMC's breaker was open",
+            bmc_calls_refused.clone(),
+        );
+        registry.register(
+            "bmc_circuits_opened",
+            "Times a BMC's breaker opened after consecutive connection failures or timeouts",
+            bmc_circuits_opened.clone(),
+        );
+        registry.register(
+            "bmc_circuits_open",
+            "BMCs whose breaker is open now",
+            bmc_circuits_open.clone(),
+        );
         Metrics {
+            bmc_calls_in_flight,
+            bmc_calls_refused,
+            bmc_circuits_opened,
+            bmc_circuits_open,
             jobs_finished,
             job_task_duration,
             claim_reconciles,

@@ -30,6 +30,86 @@ async fn redfish_stack() -> (Stack, Arc<RequestCounter>) {
     (Stack::start(provisioner).await, requests)
 }
 
+/// Hung BMCs hold no reconcile worker: with two workers and six BMCs that never answer (each
+/// call waits out a 30 s timeout), a healthy host's operation reaches its BMC while every one of
+/// those calls is still hanging: before any of the hung hosts has even recorded an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_bmcs_do_not_hold_up_healthy_hosts() {
+    const HUNG: usize = 6;
+    let emu = emulator(HUNG + 1, 50).await;
+    let provisioner = Arc::new(RedfishProvisioner::new(RedfishOptions {
+        request_timeout: Duration::from_secs(30),
+        poll_interval: Duration::from_millis(200),
+        step_interval: Duration::from_millis(50),
+        ..RedfishOptions::default()
+    }));
+    let stack = Stack::start_with(
+        provisioner,
+        ferrometal_controller::ControllerConfig {
+            concurrency: 2,
+            ..stack::fast_config()
+        },
+    )
+    .await;
+    stack.secret("bmc", "password").await;
+    for i in 0..=HUNG {
+        stack
+            .host(
+                &format!("n{i}"),
+                &redfish(&emu, i),
+                "bmc",
+                json!({"online": true}),
+            )
+            .await;
+    }
+    for i in 0..=HUNG {
+        stack
+            .wait(&format!("n{i}"), "available and on", |h| {
+                state(h) == S::Available && h.status.as_ref().unwrap().powered_on
+            })
+            .await;
+    }
+    // The rack goes silent: every request to hosts 1..=6 now hangs.
+    let before: Vec<u64> = (1..=HUNG).map(|i| emu.counters().system(i).get).collect();
+    for i in 1..=HUNG {
+        emu.set_fault(i, Some(Fault::Hang));
+    }
+    // Each hung host's next power poll has reached its BMC and hangs there.
+    let reached = || (1..=HUNG).all(|i| emu.counters().system(i).get > before[i - 1]);
+    for _ in 0..600 {
+        if reached() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(reached(), "a power poll hangs on every silent BMC");
+    power_cycle(&stack, &emu, 0).await;
+    for i in 1..=HUNG {
+        let h = stack.hosts.get(&format!("n{i}")).await.unwrap();
+        let status = h.status.unwrap();
+        assert_eq!(
+            (status.error_message.as_str(), status.operational_status),
+            ("", OperationalStatus::Ok),
+            "n{i}'s call is still hanging: nothing recorded yet"
+        );
+    }
+}
+
+/// A PowerCycle operation on host `n{i}`: consumed, and exactly one reset on its BMC.
+async fn power_cycle(stack: &Stack, emu: &Emulator, i: usize) {
+    let name = format!("n{i}");
+    let before = count(&emu.state(i).actions, "PowerCycle");
+    stack
+        .annotate(&name, ann::OPERATION, Some("PowerCycle"))
+        .await;
+    stack
+        .wait(&name, "operation consumed", |h| {
+            annotation(h, ann::OPERATION).is_none()
+        })
+        .await;
+    assert_eq!(count(&emu.state(i).actions, "PowerCycle"), before + 1);
+}
+
 fn state(h: &BareMetalHost) -> S {
     h.state()
 }
@@ -278,16 +358,7 @@ async fn annotations_act_on_the_bmc() {
     }
 
     // ferrometal.io/operation: one PowerCycle on the BMC, annotation removed, Event recorded.
-    let before = count(&emu.state(0).actions, "PowerCycle");
-    stack
-        .annotate("n0", ann::OPERATION, Some("PowerCycle"))
-        .await;
-    stack
-        .wait("n0", "operation consumed", |h| {
-            annotation(h, ann::OPERATION).is_none()
-        })
-        .await;
-    assert_eq!(count(&emu.state(0).actions, "PowerCycle"), before + 1);
+    power_cycle(&stack, &emu, 0).await;
     stack.wait_event("n0", "OperationSucceeded").await;
 
     // Unknown operation: warned about and removed, nothing sent.

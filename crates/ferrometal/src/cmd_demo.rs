@@ -114,6 +114,8 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         max_busy: None,
         max_provisioning_retries: 5,
         bmc_timeout: 5,
+        bmc_concurrency: 4,
+        bmc_breaker_threshold: 3,
         error_backoff: 2,
         label_selector: None,
         metrics_listen: Some("127.0.0.1:0".parse()?),

@@ -53,6 +53,14 @@ pub struct ControllerArgs {
     /// Per-request BMC timeout, in seconds.
     #[arg(long, default_value_t = 10)]
     pub bmc_timeout: u64,
+    /// Calls at once to one BMC (its endpoint and system), across host reconciles and
+    /// BMCJobs; more wait without holding a reconcile worker.
+    #[arg(long, default_value_t = 4)]
+    pub bmc_concurrency: usize,
+    /// Consecutive connection failures or timeouts after which a BMC is left alone for a
+    /// while (first `--error-backoff`, doubling while it stays silent); 0 = never.
+    #[arg(long, default_value_t = 3)]
+    pub bmc_breaker_threshold: u32,
     /// First error backoff in seconds; doubles per consecutive error (metal3: 60).
     #[arg(long, default_value_t = 10)]
     pub error_backoff: u64,
@@ -118,6 +126,8 @@ impl ControllerArgs {
             backoff_base: Duration::from_secs(self.error_backoff.max(1)),
             max_provisioning_retries: self.max_provisioning_retries,
             rufio: !self.no_rufio,
+            bmc_concurrency: self.bmc_concurrency.max(1),
+            breaker_threshold: self.bmc_breaker_threshold,
             ..ControllerConfig::default()
         }
     }

@@ -162,6 +162,13 @@ pub trait Provisioner: Send + Sync + 'static {
         true
     }
 
+    /// Each call goes to the host's BMC itself (not through a service that queues BMC work,
+    /// as Ironic does): callers then limit calls per BMC and stop calling a BMC that does not
+    /// answer.
+    fn talks_to_bmcs(&self) -> bool {
+        false
+    }
+
     /// Room to start one more inspection, provisioning or deprovisioning now. `busy` is how
     /// many hosts the controller already has in such states.
     async fn has_capacity(&self, busy: usize) -> bool;

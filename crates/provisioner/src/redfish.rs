@@ -509,6 +509,10 @@ impl Provisioner for RedfishProvisioner {
         "redfish"
     }
 
+    fn talks_to_bmcs(&self) -> bool {
+        true
+    }
+
     async fn has_capacity(&self, busy: usize) -> bool {
         busy < self.options.max_busy
     }

@@ -1,5 +1,6 @@
 //! The BareMetalHost reconciler: read → decide (pure) → apply.
 
+pub mod chain;
 pub mod conditions;
 pub mod decide;
 pub mod reconcile;

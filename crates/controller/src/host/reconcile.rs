@@ -13,14 +13,16 @@ use k8s_openapi::api::core::v1::{Secret, SecretReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::context::Context;
+use crate::detached::Found;
+use crate::host::chain::{Chain, Next, Resume};
 use crate::host::decide::{
-    Call, CredentialsObservation, Decision, FinalizerChange, Input, Memo, MemoChange, Outcome,
-    decide,
+    Call, CredentialsObservation, Decision, FinalizerChange, MemoChange, Outcome,
 };
 use crate::host::status::merge_diff;
 use crate::metrics::metrics;
@@ -90,128 +92,89 @@ pub fn error_policy(host: Arc<BareMetalHost>, error: &Error, ctx: Arc<Context>) 
     Action::requeue(after.mul_f64(0.9 + 0.2 * rand::random::<f64>()))
 }
 
-async fn reconcile_host(host: &BareMetalHost, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile_host(host: &Arc<BareMetalHost>, ctx: &Arc<Context>) -> Result<Action, Error> {
     let key = key(host);
     if host.annotations().contains_key(ann::PAUSED) {
+        // A call that ended meanwhile is dropped: unpausing acts on the host as found then.
+        let _ = ctx.detached.take(&key);
         return Ok(Action::await_change());
     }
-    if ctx.is_stale(&key, host.meta().resource_version.as_deref()) {
-        // The cache has not caught up with our own last write yet; acting on it would repeat
-        // the last step.
-        return Ok(Action::requeue(Duration::from_millis(50)));
-    }
-    if !ctx.provisioner.is_ready().await {
-        return Ok(Action::requeue(ctx.config.not_ready_retry));
-    }
-    let (observation, credentials) = read_credentials(ctx, host).await?;
-    let namespace = host.namespace_or_default().to_string();
+    // The one BMC call of a reconcile runs off the worker; its end wakes the host.
+    let (mut chain, mut last, deferred) = match ctx.detached.take(&key) {
+        Found::Running => return Ok(Action::requeue(DETACHED_BACKSTOP)),
+        Found::Finished { state, deferred } if state.chain.uid == host.metadata.uid => {
+            (state.chain, Some((state.call, state.outcome)), deferred)
+        }
+        Found::Finished { .. } | Found::Idle => {
+            if ctx.is_stale(&key, host.meta().resource_version.as_deref()) {
+                // The cache has not caught up with our own last write yet; acting on it would
+                // repeat the last step.
+                return Ok(Action::requeue(Duration::from_millis(50)));
+            }
+            if !ctx.provisioner.is_ready().await {
+                return Ok(Action::requeue(ctx.config.not_ready_retry));
+            }
+            let (observation, credentials) = read_credentials(ctx, host).await?;
+            (
+                Chain::new(host, observation, credentials, ctx.memo(&key)),
+                None,
+                false,
+            )
+        }
+    };
     let now = Timestamp::now();
-    let jitter = rand::random::<f64>();
-    // What the host looks like after the decisions made so far in this reconcile.
-    let mut current = host.clone();
-    let mut memo = ctx.memo(&key);
-    let mut total = Decision::default();
-    let mut bmc_calls = 0;
-    // Steps that need no BMC call (a state change, a capacity check) are chained in one
-    // reconcile and written once; equivalent to running again at once on a fresh cache, since
-    // `decide` is pure. At most one BMC call per reconcile.
-    for _ in 0..MAX_CHAINED_STEPS {
-        let empty = Default::default();
-        let mut input = Input {
-            namespace: &namespace,
-            spec: &current.spec,
-            status: current.status.as_ref(),
-            annotations: current.metadata.annotations.as_ref().unwrap_or(&empty),
-            generation: current.metadata.generation,
-            deleting: current.metadata.deletion_timestamp.is_some(),
-            has_finalizer: current.finalizers().iter().any(|f| f == ann::FINALIZER),
-            credentials: observation.clone(),
-            memo: memo.as_ref(),
-            last: None,
-            now,
-            jitter,
-            timing: &ctx.timing,
-        };
-        let mut decision = decide(&input);
-        if let Some(call) = decision.call.take() {
-            let is_bmc = call != Call::HasCapacity;
-            if is_bmc && bmc_calls > 0 {
-                total.requeue = Some(Duration::ZERO);
-                break;
+    loop {
+        match chain.advance(&ctx.timing, now, last.take()) {
+            Next::Apply => break,
+            Next::Call(Call::HasCapacity) => {
+                let granted = capacity(ctx, &chain.current).await;
+                last = Some((Call::HasCapacity, Outcome::Capacity(granted)));
             }
-            bmc_calls += usize::from(is_bmc);
-            tracing::debug!(?call, "provisioner call");
-            let outcome = execute(ctx, &current, &call, credentials.as_ref()).await;
-            if let Outcome::Failed(e) = &outcome {
-                tracing::info!(?call, kind = e.kind.as_str(), error = %e.message, "provisioner call failed");
+            Next::Call(call) => {
+                tracing::debug!(?call, "provisioner call");
+                let task_ctx = ctx.clone();
+                ctx.detached.spawn(
+                    key,
+                    ObjectRef::from_obj(host.as_ref()),
+                    {
+                        let hosts = ctx.hosts.clone();
+                        move |object| hosts.get(object).is_some()
+                    },
+                    async move {
+                        let outcome = execute(
+                            &task_ctx,
+                            &chain.current,
+                            &call,
+                            chain.credentials.as_ref(),
+                        )
+                        .await;
+                        if let Outcome::Failed(e) = &outcome {
+                            tracing::info!(?call, kind = e.kind.as_str(), error = %e.message, "provisioner call failed");
+                        }
+                        Resume {
+                            chain,
+                            call,
+                            outcome,
+                        }
+                    }
+                    .instrument(tracing::Span::current()),
+                );
+                return Ok(Action::requeue(DETACHED_BACKSTOP));
             }
-            input.last = Some((call, outcome));
-            decision = decide(&input);
-            if decision.call.take().is_some() {
-                decision.requeue = Some(Duration::ZERO);
-            }
-        }
-        let more = decision.requeue == Some(Duration::ZERO)
-            && decision.finalizer != Some(FinalizerChange::Remove);
-        fold(&mut total, &mut current, &mut memo, decision);
-        if !more {
-            break;
         }
     }
-    apply(ctx, host, &key, total).await
+    let action = apply(ctx, host, &key, chain.total).await?;
+    // Reconciles that came while the call ran were only noted: look at the host again now.
+    Ok(if deferred {
+        Action::requeue(Duration::ZERO)
+    } else {
+        action
+    })
 }
 
-/// Bounds the chain of state changes one reconcile makes.
-const MAX_CHAINED_STEPS: usize = 8;
-
-/// Adds `d` to the decisions of this reconcile and to the host as they leave it.
-fn fold(total: &mut Decision, current: &mut BareMetalHost, memo: &mut Option<Memo>, d: Decision) {
-    if let Some(status) = d.status {
-        current.status = Some(status.clone());
-        total.status = Some(status);
-    }
-    if let Some(annotations) = current.metadata.annotations.as_mut() {
-        for k in &d.remove_annotations {
-            annotations.remove(k);
-        }
-    }
-    for k in d.remove_annotations {
-        if !total.remove_annotations.contains(&k) {
-            total.remove_annotations.push(k);
-        }
-    }
-    if let Some(change) = d.finalizer {
-        let finalizers = current.metadata.finalizers.get_or_insert_with(Vec::new);
-        match change {
-            FinalizerChange::Add => finalizers.push(ann::FINALIZER.to_string()),
-            FinalizerChange::Remove => finalizers.retain(|f| f != ann::FINALIZER),
-        }
-        total.finalizer = match (total.finalizer, change) {
-            // Added and removed in one reconcile: nothing to write.
-            (Some(FinalizerChange::Add), FinalizerChange::Remove) => None,
-            _ => Some(change),
-        };
-    }
-    total.events.extend(d.events);
-    if d.hardware_data.is_some() {
-        total.hardware_data = d.hardware_data;
-    }
-    match d.memo {
-        MemoChange::Keep => {}
-        MemoChange::Set(m) => {
-            *memo = Some(m.clone());
-            total.memo = MemoChange::Set(m);
-        }
-        MemoChange::Forget => {
-            *memo = None;
-            total.memo = MemoChange::Forget;
-        }
-    }
-    if d.error_category.is_some() {
-        total.error_category = d.error_category;
-    }
-    total.requeue = d.requeue;
-}
+/// Looks again after this long should a finished call's wake-up be lost (it is not: this only
+/// bounds the damage of a bug).
+const DETACHED_BACKSTOP: Duration = Duration::from_secs(300);
 
 pub(crate) async fn read_credentials(
     ctx: &Context,
@@ -419,44 +382,50 @@ async fn execute(
     call: &Call,
     credentials: Option<&Credentials>,
 ) -> Outcome {
-    if *call == Call::HasCapacity {
-        return Outcome::Capacity(capacity(ctx, host).await);
-    }
     let info = match host_info(host, credentials) {
         Ok(i) => i,
         Err(e) => return Outcome::Failed(e),
     };
-    let p = &ctx.provisioner;
-    let result = match call {
-        Call::HasCapacity => unreachable!("handled above"),
-        Call::Register {
-            credentials_changed,
-        } => p
-            .register(&info, *credentials_changed)
-            .await
-            .map(|s| step(s, Outcome::Registered)),
-        Call::Inspect { refresh } => p
-            .inspect(&info, *refresh)
-            .await
-            .map(|s| step(s, Outcome::Inspected)),
-        Call::Prepare => p.prepare(&info).await.map(|s| step(s, done)),
-        Call::Provision => match deployment(ctx, host).await {
-            Ok(d) => p.provision(&info, &d).await.map(|s| step(s, done)),
-            Err(e) => Err(e),
+    // Data Secrets are read before the BMC's turn: an API hiccup is not the BMC's failure.
+    let deployment = match call {
+        Call::Provision | Call::Adopt => match deployment(ctx, host).await {
+            Ok(d) => Some(d),
+            Err(e) => return Outcome::Failed(e),
         },
-        Call::Adopt => match deployment(ctx, host).await {
-            Ok(d) => p.adopt(&info, &d).await.map(|s| step(s, done)),
-            Err(e) => Err(e),
-        },
-        Call::Deprovision => p.deprovision(&info).await.map(|s| step(s, done)),
-        Call::PowerState => p.power_state(&info).await.map(Outcome::Power),
-        Call::PowerOn => p.power_on(&info).await.map(|s| step(s, done)),
-        Call::PowerOff(mode) => p.power_off(&info, *mode).await.map(|s| step(s, done)),
-        Call::Operation(op) => p.operation(&info, *op).await.map(|s| step(s, done)),
-        Call::Detach => p.detach(&info).await.map(|s| step(s, done)),
-        Call::Delete => p.delete(&info).await.map(|s| step(s, done)),
+        _ => None,
     };
-    result.unwrap_or_else(Outcome::Failed)
+    let p = &ctx.provisioner;
+    let run = async {
+        match (call, &deployment) {
+            (
+                Call::Register {
+                    credentials_changed,
+                },
+                _,
+            ) => p
+                .register(&info, *credentials_changed)
+                .await
+                .map(|s| step(s, Outcome::Registered)),
+            (Call::Inspect { refresh }, _) => p
+                .inspect(&info, *refresh)
+                .await
+                .map(|s| step(s, Outcome::Inspected)),
+            (Call::Prepare, _) => p.prepare(&info).await.map(|s| step(s, done)),
+            (Call::Provision, Some(d)) => p.provision(&info, d).await.map(|s| step(s, done)),
+            (Call::Adopt, Some(d)) => p.adopt(&info, d).await.map(|s| step(s, done)),
+            (Call::Deprovision, _) => p.deprovision(&info).await.map(|s| step(s, done)),
+            (Call::PowerState, _) => p.power_state(&info).await.map(Outcome::Power),
+            (Call::PowerOn, _) => p.power_on(&info).await.map(|s| step(s, done)),
+            (Call::PowerOff(mode), _) => p.power_off(&info, *mode).await.map(|s| step(s, done)),
+            (Call::Operation(op), _) => p.operation(&info, *op).await.map(|s| step(s, done)),
+            (Call::Detach, _) => p.detach(&info).await.map(|s| step(s, done)),
+            (Call::Delete, _) => p.delete(&info).await.map(|s| step(s, done)),
+            (Call::HasCapacity | Call::Provision | Call::Adopt, _) => {
+                unreachable!("the capacity check runs inline; deployments are read above")
+            }
+        }
+    };
+    ctx.bmc(&info, run).await.unwrap_or_else(Outcome::Failed)
 }
 
 fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<Option<T>, kube::Error> {

@@ -274,7 +274,12 @@ async fn target(ctx: &Context, host: &BareMetalHost) -> Result<HostInfo, Provisi
 }
 
 async fn read(ctx: &Context, info: &HostInfo, look: Look) -> Seen {
-    let r = match look {
+    let r = ctx.bmc(info, read_bmc(ctx, info, look)).await;
+    r.unwrap_or_else(|e| Seen::Error(e.message))
+}
+
+async fn read_bmc(ctx: &Context, info: &HostInfo, look: Look) -> Result<Seen, ProvisionerError> {
+    match look {
         Look::Power => ctx.provisioner.power_state(info).await.map(Seen::Power),
         Look::Media => match ctx.provisioner.media_state(info).await {
             Ok(m) => Ok(Seen::Media {
@@ -294,11 +299,14 @@ async fn read(ctx: &Context, info: &HostInfo, look: Look) -> Seen {
             Err(e) if e.kind == ErrorKind::Unsupported => Ok(Seen::Boot(None)),
             Err(e) => Err(e),
         },
-    };
-    r.unwrap_or_else(|e| Seen::Error(e.message))
+    }
 }
 
 async fn send(ctx: &Context, info: &HostInfo, act: &Act) -> Result<(), ProvisionerError> {
+    ctx.bmc(info, send_bmc(ctx, info, act)).await
+}
+
+async fn send_bmc(ctx: &Context, info: &HostInfo, act: &Act) -> Result<(), ProvisionerError> {
     use ferrometal_api::annotations::Operation as Op;
     use ferrometal_api::job::BootDevice as D;
     use ferrometal_bmc::BootDevice as B;

@@ -25,6 +25,8 @@ pub struct RufioContext {
     /// How often a Machine's power is read (Rufio: 3 minutes).
     pub machine_poll: Duration,
     pub bmc_timeout: Duration,
+    /// Per-BMC limits and breakers, shared with the host controller.
+    pub gate: Arc<crate::bmc_gate::BmcGate>,
 }
 
 /// Runs the Machine, Job and Task controllers until `shutdown` resolves.

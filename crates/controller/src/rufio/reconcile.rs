@@ -38,7 +38,7 @@ async fn connect(
     ctx: &RufioContext,
     conn: &Connection,
     namespace: &str,
-) -> Result<Arc<dyn Bmc>, String> {
+) -> Result<(Arc<dyn Bmc>, String), String> {
     let t = target(conn)?;
     let Some(r) = &conn.auth_secret_ref else {
         return Err("connection.authSecretRef is not set".into());
@@ -65,7 +65,9 @@ async fn connect(
         ipmi_cipher_suite: t.cipher_suite.unwrap_or(3),
         ..ferrometal_bmc::BmcOptions::default()
     };
+    let key = crate::bmc_gate::BmcGate::key(&t.address);
     ferrometal_bmc::connect(&t.address, Credentials::new(user, password), options)
+        .map(|bmc| (bmc, key))
         .map_err(|e| e.to_string())
 }
 
@@ -82,8 +84,8 @@ pub async fn machine(m: Arc<Machine>, ctx: Arc<RufioContext>) -> Result<Requeue,
     let mut status = m.status.clone().unwrap_or_default();
     let before = status.clone();
     match connect(&ctx, &m.spec.connection, &ns).await {
-        Ok(bmc) => {
-            let power = bmc.power_state().await;
+        Ok((bmc, key)) => {
+            let power = ctx.gate.run(&key, bmc.power_state()).await;
             let message = power
                 .as_ref()
                 .err()
@@ -243,7 +245,7 @@ pub async fn task(t: Arc<Task>, ctx: Arc<RufioContext>) -> Result<Requeue, Error
     if step == TaskStep::LookPower
         && let Some(b) = &bmc
     {
-        match b.power_state().await {
+        match ctx.gate.run(&b.1, b.0.power_state()).await {
             Ok(p) => step = next(action, true, sent, elapsed, Some(p), ctx.task_timeout),
             Err(_) if elapsed < ctx.task_timeout => step = TaskStep::Wait,
             Err(e) => step = TaskStep::Fail(e.to_string()),
@@ -277,7 +279,7 @@ pub async fn task(t: Arc<Task>, ctx: Arc<RufioContext>) -> Result<Requeue, Error
                 )
                 .await?;
             let bmc = bmc.expect("connected for Send");
-            if let Err(e) = send(&*bmc, action).await {
+            if let Err(e) = send(&ctx, &bmc.1, &*bmc.0, action).await {
                 rufio::set(&mut status.conditions, "Failed", true, &e, None);
                 status.completion_time = Some(now());
                 write(status, marked.resource_version()).await?;
@@ -301,10 +303,13 @@ pub async fn task(t: Arc<Task>, ctx: Arc<RufioContext>) -> Result<Requeue, Error
     }
 }
 
-/// One Rufio action on the BMC.
-async fn send(bmc: &dyn Bmc, action: &Action) -> Result<(), String> {
+/// One Rufio action on the BMC, through its gate (`key`).
+async fn send(ctx: &RufioContext, key: &str, bmc: &dyn Bmc, action: &Action) -> Result<(), String> {
     use ferrometal_bmc::PowerAction as P;
-    let r = if let Some(p) = action.power_action {
+    type Call<'a> = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<(), ferrometal_bmc::BmcError>> + Send + 'a>,
+    >;
+    let call: Call<'_> = if let Some(p) = action.power_action {
         let a = match p {
             PowerAction::On => P::On,
             PowerAction::Off => P::ForceOff,
@@ -313,7 +318,7 @@ async fn send(bmc: &dyn Bmc, action: &Action) -> Result<(), String> {
             PowerAction::Reset => P::ForceRestart,
             PowerAction::Status => return Ok(()),
         };
-        bmc.power(a).await
+        bmc.power(a)
     } else if let Some(b) = &action.one_time_boot_device_action {
         let device = match b.device.first().copied().unwrap_or(D::Pxe) {
             D::Pxe => B::Pxe,
@@ -327,15 +332,14 @@ async fn send(bmc: &dyn Bmc, action: &Action) -> Result<(), String> {
             once: true,
             mode: b.efi_boot.then_some(BootMode::Uefi),
         })
-        .await
     } else if let Some(m) = &action.virtual_media_action {
         if m.media_url.is_empty() {
-            bmc.eject_media().await
+            bmc.eject_media()
         } else {
-            bmc.insert_media(&m.media_url).await
+            bmc.insert_media(&m.media_url)
         }
     } else {
         return Err("the task has no action".into());
     };
-    r.map_err(|e| e.to_string())
+    ctx.gate.run(key, call).await.map_err(|e| e.to_string())
 }

@@ -56,6 +56,10 @@ pub fn fast_config() -> ControllerConfig {
 
 impl Stack {
     pub async fn start(provisioner: Arc<dyn Provisioner>) -> Stack {
+        Stack::start_with(provisioner, fast_config()).await
+    }
+
+    pub async fn start_with(provisioner: Arc<dyn Provisioner>, config: ControllerConfig) -> Stack {
         let dir = tempfile::tempdir().unwrap();
         let server = ApiServer::open(ServerConfig::new(dir.path()))
             .await
@@ -69,7 +73,7 @@ impl Stack {
         tokio::spawn(ferrometal_controller::run(
             client.clone(),
             provisioner,
-            fast_config(),
+            config,
             async move {
                 let _ = stopped.await;
             },
