@@ -11,6 +11,7 @@ mod apiserver;
 mod common;
 mod crash;
 mod emucap;
+mod isolation;
 mod jobs;
 mod procfs;
 mod scale;
@@ -139,6 +140,35 @@ enum Scenario {
         #[arg(long = "serve-arg", allow_hyphen_values = true)]
         serve_args: Vec<String>,
     },
+    /// Isolation: N healthy hosts and a rack of B more whose BMCs then all hang; annotation ->
+    /// BMC latency and the healthy hosts' power polls with the rack answering and silent.
+    Isolation {
+        #[arg(long, default_value_t = 1000)]
+        hosts: usize,
+        /// Hosts in the rack that goes silent.
+        #[arg(long, default_value_t = 200)]
+        broken: usize,
+        /// `serve --power-poll-interval`, seconds.
+        #[arg(long, default_value_t = 10)]
+        poll_interval: u64,
+        /// `serve --bmc-timeout`, seconds: how long each hung request is held.
+        #[arg(long, default_value_t = 10)]
+        bmc_timeout: u64,
+        /// Each window's length, in poll intervals.
+        #[arg(long, default_value_t = 6)]
+        intervals: u64,
+        /// Annotation samples per window, spread over it.
+        #[arg(long, default_value_t = 200)]
+        samples: usize,
+        /// Creates in flight.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        #[arg(long, default_value_t = 1200)]
+        timeout: u64,
+        /// Extra `ferrometal serve` flags (repeatable).
+        #[arg(long = "serve-arg", allow_hyphen_values = true)]
+        serve_args: Vec<String>,
+    },
     /// The emulator's own capacity (GET/s of a ComputerSystem).
     Emulator {
         #[arg(long, default_value_t = 10000)]
@@ -248,6 +278,32 @@ async fn main() -> std::process::ExitCode {
             crash::run(crash::Opts {
                 hosts: hosts.max(1),
                 kills,
+                concurrency,
+                timeout,
+                serve_args,
+                ferrometal: cli.ferrometal,
+                keep: cli.keep,
+            })
+            .await
+        }
+        Scenario::Isolation {
+            hosts,
+            broken,
+            poll_interval,
+            bmc_timeout,
+            intervals,
+            samples,
+            concurrency,
+            timeout,
+            serve_args,
+        } => {
+            isolation::run(isolation::Opts {
+                hosts: hosts.max(1),
+                broken,
+                poll_interval: poll_interval.max(1),
+                bmc_timeout: bmc_timeout.max(1),
+                intervals: intervals.max(1),
+                samples: samples.max(1),
                 concurrency,
                 timeout,
                 serve_args,
