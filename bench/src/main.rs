@@ -38,6 +38,22 @@ struct Cli {
     scenario: Scenario,
 }
 
+/// The flags of scenarios that run a fleet through `ferrometal serve`.
+#[derive(clap::Args)]
+struct Fleet {
+    #[arg(long, default_value_t = 1000)]
+    hosts: usize,
+    /// Creates in flight.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 1200)]
+    timeout: u64,
+    /// Extra `ferrometal serve` flags (repeatable).
+    #[arg(long = "serve-arg", allow_hyphen_values = true)]
+    serve_args: Vec<String>,
+}
+
 #[derive(Subcommand)]
 enum Scenario {
     /// N hosts on the built-in emulator: apply → available → provisioned, memory, CPU, BMC
@@ -113,38 +129,22 @@ enum Scenario {
     /// N hosts on the emulator, then one three-task BMCJob per host at once: wall time, BMC
     /// requests per job, job latency.
     Jobs {
-        #[arg(long, default_value_t = 1000)]
-        hosts: usize,
-        /// Creates in flight.
-        #[arg(long, default_value_t = 16)]
-        concurrency: usize,
-        #[arg(long, default_value_t = 1200)]
-        timeout: u64,
-        /// Extra `ferrometal serve` flags (repeatable).
-        #[arg(long = "serve-arg", allow_hyphen_values = true)]
-        serve_args: Vec<String>,
+        #[command(flatten)]
+        fleet: Fleet,
     },
     /// Crash under load: N hosts provision while serve is killed with SIGKILL K times; fails
     /// on any repeated destructive BMC action, revision going backwards or watch disorder.
     Crash {
-        #[arg(long, default_value_t = 1000)]
-        hosts: usize,
+        #[command(flatten)]
+        fleet: Fleet,
         #[arg(long, default_value_t = 10)]
         kills: usize,
-        /// Creates in flight.
-        #[arg(long, default_value_t = 16)]
-        concurrency: usize,
-        #[arg(long, default_value_t = 1200)]
-        timeout: u64,
-        /// Extra `ferrometal serve` flags (repeatable).
-        #[arg(long = "serve-arg", allow_hyphen_values = true)]
-        serve_args: Vec<String>,
     },
     /// Isolation: N healthy hosts and a rack of B more whose BMCs then all hang; annotation ->
     /// BMC latency and the healthy hosts' power polls with the rack answering and silent.
     Isolation {
-        #[arg(long, default_value_t = 1000)]
-        hosts: usize,
+        #[command(flatten)]
+        fleet: Fleet,
         /// Hosts in the rack that goes silent.
         #[arg(long, default_value_t = 200)]
         broken: usize,
@@ -160,14 +160,6 @@ enum Scenario {
         /// Annotation samples per window, spread over it.
         #[arg(long, default_value_t = 200)]
         samples: usize,
-        /// Creates in flight.
-        #[arg(long, default_value_t = 16)]
-        concurrency: usize,
-        #[arg(long, default_value_t = 1200)]
-        timeout: u64,
-        /// Extra `ferrometal serve` flags (repeatable).
-        #[arg(long = "serve-arg", allow_hyphen_values = true)]
-        serve_args: Vec<String>,
     },
     /// The emulator's own capacity (GET/s of a ComputerSystem).
     Emulator {
@@ -252,61 +244,47 @@ async fn main() -> std::process::ExitCode {
             })
             .await
         }
-        Scenario::Jobs {
-            hosts,
-            concurrency,
-            timeout,
-            serve_args,
-        } => {
+        Scenario::Jobs { fleet } => {
             jobs::run(jobs::Opts {
-                hosts: hosts.max(1),
-                concurrency,
-                timeout,
-                serve_args,
+                hosts: fleet.hosts.max(1),
+                concurrency: fleet.concurrency,
+                timeout: fleet.timeout,
+                serve_args: fleet.serve_args,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,
             })
             .await
         }
-        Scenario::Crash {
-            hosts,
-            kills,
-            concurrency,
-            timeout,
-            serve_args,
-        } => {
+        Scenario::Crash { fleet, kills } => {
             crash::run(crash::Opts {
-                hosts: hosts.max(1),
+                hosts: fleet.hosts.max(1),
                 kills,
-                concurrency,
-                timeout,
-                serve_args,
+                concurrency: fleet.concurrency,
+                timeout: fleet.timeout,
+                serve_args: fleet.serve_args,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,
             })
             .await
         }
         Scenario::Isolation {
-            hosts,
+            fleet,
             broken,
             poll_interval,
             bmc_timeout,
             intervals,
             samples,
-            concurrency,
-            timeout,
-            serve_args,
         } => {
             isolation::run(isolation::Opts {
-                hosts: hosts.max(1),
+                hosts: fleet.hosts.max(1),
                 broken,
                 poll_interval: poll_interval.max(1),
                 bmc_timeout: bmc_timeout.max(1),
                 intervals: intervals.max(1),
                 samples: samples.max(1),
-                concurrency,
-                timeout,
-                serve_args,
+                concurrency: fleet.concurrency,
+                timeout: fleet.timeout,
+                serve_args: fleet.serve_args,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,
             })

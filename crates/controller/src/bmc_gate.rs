@@ -216,8 +216,10 @@ impl BmcGate {
                 .record(Instant::now(), probe, transport_failure, &self.policy)
             {
                 metrics().bmc_circuits_opened.inc();
+                metrics().bmc_circuits_open.inc();
             }
             if was_open && !bmc.breaker.is_open() {
+                metrics().bmc_circuits_open.dec();
                 tracing::info!("BMC answers again; its breaker is closed");
             }
             // Healthy and idle: nothing worth keeping (bounds the map by the busy BMCs).
@@ -228,10 +230,6 @@ impl BmcGate {
                 bmcs.remove(key);
             }
         }
-        metrics().bmc_circuits_open.set(
-            i64::try_from(bmcs.values().filter(|b| b.breaker.is_open()).count())
-                .unwrap_or(i64::MAX),
-        );
         result
     }
 }

@@ -52,23 +52,7 @@ async fn hung_bmcs_do_not_hold_up_healthy_hosts() {
     )
     .await;
     stack.secret("bmc", "password").await;
-    for i in 0..=HUNG {
-        stack
-            .host(
-                &format!("n{i}"),
-                &redfish(&emu, i),
-                "bmc",
-                json!({"online": true}),
-            )
-            .await;
-    }
-    for i in 0..=HUNG {
-        stack
-            .wait(&format!("n{i}"), "available and on", |h| {
-                state(h) == S::Available && h.status.as_ref().unwrap().powered_on
-            })
-            .await;
-    }
+    online_hosts(&stack, &emu, HUNG + 1).await;
     // The rack goes silent: every request to hosts 1..=6 now hangs.
     let before: Vec<u64> = (1..=HUNG).map(|i| emu.counters().system(i).get).collect();
     for i in 1..=HUNG {
@@ -92,6 +76,27 @@ async fn hung_bmcs_do_not_hold_up_healthy_hosts() {
             ("", OperationalStatus::Ok),
             "n{i}'s call is still hanging: nothing recorded yet"
         );
+    }
+}
+
+/// Hosts `n0..n{count}` on the emulator's first systems, `online: true`: available and on.
+async fn online_hosts(stack: &Stack, emu: &Emulator, count: usize) {
+    for i in 0..count {
+        stack
+            .host(
+                &format!("n{i}"),
+                &redfish(emu, i),
+                "bmc",
+                json!({"online": true}),
+            )
+            .await;
+    }
+    for i in 0..count {
+        stack
+            .wait(&format!("n{i}"), "available and on", |h| {
+                state(h) == S::Available && h.status.as_ref().unwrap().powered_on
+            })
+            .await;
     }
 }
 
@@ -339,23 +344,7 @@ async fn annotations_act_on_the_bmc() {
     let emu = emulator(3, 50).await;
     let (stack, requests) = redfish_stack().await;
     stack.secret("bmc", "password").await;
-    for i in 0..3 {
-        stack
-            .host(
-                &format!("n{i}"),
-                &redfish(&emu, i),
-                "bmc",
-                json!({"online": true}),
-            )
-            .await;
-    }
-    for i in 0..3 {
-        stack
-            .wait(&format!("n{i}"), "available and on", |h| {
-                state(h) == S::Available && h.status.as_ref().unwrap().powered_on
-            })
-            .await;
-    }
+    online_hosts(&stack, &emu, 3).await;
 
     // ferrometal.io/operation: one PowerCycle on the BMC, annotation removed, Event recorded.
     power_cycle(&stack, &emu, 0).await;
