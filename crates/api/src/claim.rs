@@ -19,6 +19,34 @@ pub const FAILURE_DOMAIN_LABEL: &str = "infrastructure.cluster.x-k8s.io/failure-
 pub const HOSTCLAIM_KIND: &str = "HostClaim";
 pub const HOSTCLAIM_API_VERSION: &str = "metal3.io/v1alpha1";
 
+/// On a HostClaim: the name of a Secret in the claim's namespace holding a kubeconfig (key
+/// `kubeconfig`, or `value` as Cluster API names it) for another cluster whose hosts serve the
+/// claim. The claim is then mirrored there under the same name, in the kubeconfig context's
+/// namespace, and never bound to a host of this cluster.
+pub const REMOTE_KUBECONFIG: &str = "ferrometal.io/remote-kubeconfig";
+/// The keys a remote kubeconfig Secret may hold it under, in order of preference.
+pub const REMOTE_KUBECONFIG_KEYS: [&str; 2] = ["kubeconfig", "value"];
+/// On a remote claim and its mirror: the identity they share (the first claim's uid). A
+/// mirror with another id is somebody else's and is never touched; `ferrometal move` carries
+/// the id along, so the claim at the target adopts the mirror.
+pub const REMOTE_ID: &str = "hostclaim.ferrometal.io/remote-id";
+/// On a mirror: the claim's uid/resourceVersion whose one-shot annotations were passed on, so
+/// a crash between passing and removing them never passes them twice.
+pub const REMOTE_FORWARDED: &str = "hostclaim.ferrometal.io/remote-forwarded";
+/// On a mirror: the keyed reboot annotations mirrored from the claim (comma-separated).
+pub const REMOTE_REBOOT_KEYS: &str = "hostclaim.ferrometal.io/remote-reboot-keys";
+/// Label on mirrors and on their data Secrets in the remote cluster: the claim's name.
+pub const REMOTE_MIRROR_LABEL: &str = "hostclaim.ferrometal.io/mirror-of";
+
+/// Whether the claim is served by another cluster's hosts (see [`REMOTE_KUBECONFIG`]).
+pub fn is_remote(claim: &HostClaim) -> bool {
+    claim
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(REMOTE_KUBECONFIG))
+}
+
 /// Condition types and reasons, spelled as metal3 spells them.
 pub mod conditions {
     pub const ASSOCIATED: &str = "Associated";
@@ -39,6 +67,12 @@ pub mod conditions {
     pub const META_DATA_SYNC_FAILURE: &str = "MetaDataSecretSyncFailure";
     pub const NETWORK_DATA_SYNC_FAILURE: &str = "NetworkDataSecretSyncFailure";
     pub const BARE_METAL_HOST_NOT_SYNCHRONIZED: &str = "BareMetalHostNotSynchronized";
+
+    /// Remote claims: why the mirror in the other cluster is not in step.
+    pub const REMOTE_UNREACHABLE: &str = "RemoteClusterUnreachable";
+    pub const REMOTE_KUBECONFIG_INVALID: &str = "RemoteKubeconfigInvalid";
+    pub const REMOTE_REFUSED: &str = "RemoteClusterRefused";
+    pub const REMOTE_CLAIM_CONFLICT: &str = "RemoteClaimConflict";
 }
 
 /// A workload asking for one bare-metal server.

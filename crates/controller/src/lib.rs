@@ -37,6 +37,7 @@ pub mod host;
 pub mod job;
 pub mod leader;
 pub mod metrics;
+pub mod remote;
 pub mod rufio;
 pub mod secrets;
 
@@ -101,6 +102,7 @@ pub async fn run(
     use futures::FutureExt;
     let shutdown = shutdown.shared();
     let claims = claim::run(client.clone(), config.clone(), shutdown.clone());
+    let remote_claims = remote::run(client.clone(), config.clone(), shutdown.clone());
     // One gate for every caller of a BMC in this process.
     let gate = config.bmc_gate();
     let rufio = async {
@@ -124,8 +126,8 @@ pub async fn run(
         gate.clone(),
         shutdown.clone(),
     );
-    let (hosts, claims, ()) = tokio::join!(hosts, claims, rufio);
-    hosts.and(claims)
+    let (hosts, claims, remote_claims, ()) = tokio::join!(hosts, claims, remote_claims, rufio);
+    hosts.and(claims).and(remote_claims)
 }
 
 /// Runs the host controller (and BMCJobs) until `shutdown` resolves; `gate` limits the calls

@@ -49,7 +49,7 @@ fn key(claim: &HostClaim) -> String {
     )
 }
 
-fn event(reason: &str, note: impl Into<String>) -> HostEvent {
+pub(crate) fn event(reason: &str, note: impl Into<String>) -> HostEvent {
     HostEvent {
         warning: false,
         reason: reason.into(),
@@ -57,16 +57,16 @@ fn event(reason: &str, note: impl Into<String>) -> HostEvent {
     }
 }
 
-fn conflict(e: &kube::Error) -> bool {
+pub(crate) fn conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
-fn not_found(e: &kube::Error) -> bool {
+pub(crate) fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
 /// A short random delay, so claims that collided on one host retry apart.
-fn jitter() -> Duration {
+pub(crate) fn jitter() -> Duration {
     Duration::from_millis(100 + (rand::random::<u64>() % 900))
 }
 
@@ -77,6 +77,10 @@ pub fn error_policy(claim: Arc<HostClaim>, error: &Error, _ctx: Arc<ClaimContext
 }
 
 pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<ClaimContext>) -> Result<Action, Error> {
+    // Served by another cluster: the remote claim controller mirrors it there.
+    if ferrometal_api::claim::is_remote(&claim) {
+        return Ok(Action::await_change());
+    }
     metrics().claim_reconciles.inc();
     if claim.meta().deletion_timestamp.is_some() {
         return release(&claim, &ctx).await;
@@ -238,7 +242,7 @@ pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<ClaimContext>) -> Result<
     .await
 }
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .round(k8s_openapi::jiff::Unit::Second)
         .map(|t| t.to_string())
@@ -670,7 +674,7 @@ async fn write_status(
     let old = claim.status.clone().unwrap_or_default();
     let new = decide::status(input);
     if new != old {
-        announce(claim, &old, &new, ctx).await;
+        announce(claim, &old, &new, &ctx.events).await;
         // A merge patch: fields the new status leaves out must be cleared explicitly.
         let mut body = serde_json::to_value(&new)?;
         if let Some(m) = body.as_object_mut() {
@@ -697,11 +701,11 @@ async fn write_status(
 }
 
 /// Events on the claim when a condition changes.
-async fn announce(
+pub(crate) async fn announce(
     claim: &HostClaim,
     old: &HostClaimStatus,
     new: &HostClaimStatus,
-    ctx: &ClaimContext,
+    publisher: &crate::events::EventPublisher,
 ) {
     let mut events = Vec::new();
     for c in &new.conditions {
@@ -730,7 +734,7 @@ async fn announce(
             },
         });
     }
-    ctx.events.publish_about(claim, &events).await;
+    publisher.publish_about(claim, &events).await;
 }
 
 /// Deleted claim: take the workload off the host, delete the copies, free the host once it is
