@@ -7,6 +7,7 @@ mod cmd_demo;
 mod cmd_emulate;
 mod cmd_job;
 mod cmd_kubeconfig;
+mod cmd_move;
 mod cmd_serve;
 mod cmd_store;
 mod controllers;
@@ -49,6 +50,8 @@ enum Command {
     Job(cmd_job::Command),
     /// Print a kubeconfig for another user, with a client certificate signed by serve's CA.
     Kubeconfig(cmd_kubeconfig::Args),
+    /// Move (pivot) hosts or claims from one cluster to another.
+    Move(cmd_move::Args),
     /// Inspect a stopped server's store.
     #[command(subcommand)]
     Store(cmd_store::Command),
@@ -81,6 +84,7 @@ async fn main() -> std::process::ExitCode {
         Command::Serve(args) => cmd_serve::run(args).await,
         Command::Job(cmd) => cmd_job::run(cmd).await,
         Command::Kubeconfig(args) => cmd_kubeconfig::run(args),
+        Command::Move(args) => cmd_move::run(args).await,
         Command::Store(cmd) => cmd_store::run(cmd),
     };
     match result {

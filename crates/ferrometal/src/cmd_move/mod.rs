@@ -1,0 +1,60 @@
+//! `ferrometal move`: pivot BareMetalHosts (metal3's contract) or HostClaims from one cluster
+//! to another, through nothing but the two clusters' Kubernetes APIs.
+//!
+//! Hosts move in four phases, each done for every host before the next begins:
+//!
+//! 1. `pause` — `baremetalhost.metal3.io/paused: ferrometal.io/move` on each host at the source
+//!    (a host paused by someone else keeps that value, here and at the target), then wait until
+//!    the source's controllers are quiet (every host's resourceVersion stable for a second).
+//! 2. `copy` — the host's Secrets (BMC credentials, user/network/meta data), the host (metadata,
+//!    spec, and `baremetalhost.metal3.io/status` holding the source's `.status`, still paused)
+//!    and its HardwareData are created at the target, or brought up to date.
+//! 3. `unpause` — the move's pause is removed at the target: its controller restores the status
+//!    from the annotation and carries on from the same state, without provisioning again.
+//! 4. `remove` — at the source, Secrets no remaining host references, the HardwareData and the
+//!    host are deleted, finalizers removed first: the source never deprovisions or powers off.
+//!
+//! Every step looks at the current state first, so running the command again after an
+//! interruption at any point completes the move, with nothing duplicated or lost.
+//!
+//! Crash injection, for tests: `FERROMETAL_MOVE_CRASH_AFTER=<phase>` (`pause`, `copy`, `unpause`,
+//! `remove`) aborts the process (`std::process::abort`) right after that phase is done for every
+//! host; `<phase>:N` right after its Nth host.
+
+mod claims;
+mod common;
+mod hosts;
+
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Kubeconfig of the cluster the hosts (or claims) leave.
+    #[arg(long, value_name = "KUBECONFIG")]
+    pub from: PathBuf,
+    /// Kubeconfig of the cluster they move to.
+    #[arg(long, value_name = "KUBECONFIG")]
+    pub to: PathBuf,
+    /// Move only this namespace (created at the target if missing); default: every namespace
+    /// holding BareMetalHosts (or HostClaims) at the source.
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+    /// Show what would move and change nothing anywhere.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Move HostClaims instead of hosts (the hosts stay where they are).
+    #[arg(long)]
+    pub claims: bool,
+    /// With `--claims`: a kubeconfig for the cluster that holds the claims' hosts.
+    #[arg(long, value_name = "FILE", requires = "claims")]
+    pub remote_kubeconfig: Option<PathBuf>,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
+    let (from, to) = common::connect_both(&args.from, &args.to).await?;
+    if args.claims {
+        claims::run(&args, &from, &to).await
+    } else {
+        hosts::run(&args, &from, &to).await
+    }
+}
