@@ -9,13 +9,15 @@ use anyhow::{Context as _, bail};
 use ferrometal_api::annotations as ann;
 use ferrometal_api::{BareMetalHost, BareMetalHostStatus, HardwareData, ProvisioningState};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::Args;
 use super::common::{self, Cluster, CrashHook, MOVE_PAUSE, progress};
+// The claim move reaches these through here too.
+pub(super) use super::objects::{Key, copy_secret, delete_without_finalizers, show};
 
 const PHASES: [&str; 4] = ["pause", "copy", "unpause", "remove"];
 /// A host is quiet once its resourceVersion has not changed for this long...
@@ -24,13 +26,6 @@ const QUIET_FOR: Duration = Duration::from_secs(1);
 const QUIET_MAX: Duration = Duration::from_secs(10);
 /// How long to wait for the moved hosts to show their state at the target.
 const TARGET_WAIT: Duration = Duration::from_secs(120);
-
-/// (namespace, name)
-pub(super) type Key = (String, String);
-
-fn show(key: &Key) -> String {
-    format!("{}/{}", key.0, key.1)
-}
 
 /// One host being moved.
 struct Item {
@@ -406,75 +401,6 @@ async fn copy_one(item: &mut Item, from: &Cluster, to: &Cluster) -> anyhow::Resu
     Ok(notes.join(", "))
 }
 
-/// The Secret as it should be at the target: data, type and the user's metadata only.
-fn clean_secret(src: &Secret) -> Secret {
-    Secret {
-        metadata: ObjectMeta {
-            name: src.metadata.name.clone(),
-            namespace: src.metadata.namespace.clone(),
-            labels: src.metadata.labels.clone(),
-            annotations: src.metadata.annotations.clone(),
-            ..Default::default()
-        },
-        data: src.data.clone(),
-        type_: src.type_.clone(),
-        immutable: src.immutable,
-        ..Default::default()
-    }
-}
-
-fn same_secret(a: &Secret, b: &Secret) -> bool {
-    a.data.clone().unwrap_or_default() == b.data.clone().unwrap_or_default()
-        && a.type_.as_deref().unwrap_or("Opaque") == b.type_.as_deref().unwrap_or("Opaque")
-        && a.metadata.labels.clone().unwrap_or_default()
-            == b.metadata.labels.clone().unwrap_or_default()
-        && a.metadata.annotations.clone().unwrap_or_default()
-            == b.metadata.annotations.clone().unwrap_or_default()
-}
-
-/// Creates or updates the Secret at the target. A Secret gone from the source but present at the
-/// target was moved by an earlier, interrupted run.
-pub(super) async fn copy_secret(key: &Key, from: &Cluster, to: &Cluster) -> anyhow::Result<&'static str> {
-    let (ns, name) = key;
-    let source = Api::<Secret>::namespaced(from.client.clone(), ns)
-        .get_opt(name)
-        .await
-        .with_context(|| format!("reading Secret {ns}/{name} at the source"))?;
-    let api = Api::<Secret>::namespaced(to.client.clone(), ns);
-    let existing = api
-        .get_opt(name)
-        .await
-        .with_context(|| format!("reading Secret {ns}/{name} at the target"))?;
-    let Some(source) = source else {
-        if existing.is_some() {
-            return Ok("already moved");
-        }
-        bail!("Secret {ns}/{name} exists neither at the source nor at the target");
-    };
-    let mut want = clean_secret(&source);
-    match existing {
-        None => {
-            match api.create(&PostParams::default(), &want).await {
-                Ok(_) => {}
-                // Created meanwhile: the next run compares it.
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(e) => {
-                    return Err(e).with_context(|| format!("creating Secret {ns}/{name}"));
-                }
-            }
-            Ok("created")
-        }
-        Some(t) if same_secret(&t, &want) => Ok("unchanged"),
-        Some(t) => {
-            want.metadata.resource_version = t.metadata.resource_version.clone();
-            api.replace(name, &PostParams::default(), &want)
-                .await
-                .with_context(|| format!("updating Secret {ns}/{name} at the target"))?;
-            Ok("updated")
-        }
-    }
-}
-
 /// The host as it is created at the target: metadata and spec, paused, with the source's status
 /// in the status annotation; no status, finalizers or owners.
 fn host_copy(host: &BareMetalHost, pause: &str) -> anyhow::Result<BareMetalHost> {
@@ -762,33 +688,6 @@ async fn remove_one(
         .context("deleting the host at the source")?;
     notes.push("host".into());
     Ok(notes.join(", "))
-}
-
-/// Removes the object's finalizers (so no controller acts on its deletion) and deletes it.
-/// Returns whether it existed.
-pub(super) async fn delete_without_finalizers<K>(api: &Api<K>, name: &str) -> anyhow::Result<bool>
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
-{
-    let Some(obj) = api.get_opt(name).await? else {
-        return Ok(false);
-    };
-    if !obj.meta().finalizers.as_ref().is_none_or(Vec::is_empty) {
-        let patch = json!({"metadata": {"finalizers": null}});
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(true),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(true),
-        Err(e) => Err(e.into()),
-    }
 }
 
 // ---- the outcome ----
