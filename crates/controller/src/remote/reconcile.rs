@@ -76,13 +76,17 @@ pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<RemoteContext>) -> Result
     let name = claim.name_any();
     let local: Api<HostClaim> = Api::namespaced(ctx.client.clone(), &ns);
     let deleting = claim.meta().deletion_timestamp.is_some();
-    if deleting && !claim.finalizers().iter().any(|f| f == HOSTCLAIM_FINALIZER) {
+    let paused = crate::claim::decide::is_paused(&claim);
+    let held = claim.finalizers().iter().any(|f| f == HOSTCLAIM_FINALIZER);
+    // A paused claim is hands off, as a paused host: deleting it touches nothing remote until
+    // it is unpaused (a move takes its finalizer off and deletes it).
+    if deleting && (!held || paused) {
         return Ok(Action::await_change());
     }
     if !deleting {
         // The finalizer and the shared identity first, in one write.
         let mut meta = serde_json::Map::new();
-        if !claim.finalizers().iter().any(|f| f == HOSTCLAIM_FINALIZER) {
+        if !held && !paused {
             let mut finalizers = claim.finalizers().to_vec();
             finalizers.push(HOSTCLAIM_FINALIZER.into());
             meta.insert("finalizers".into(), json!(finalizers));

@@ -1,0 +1,408 @@
+//! Remote claims across three `ferrometal serve` processes and sushy-tools: cluster A holds the
+//! hosts and BMCs; a tenant in cluster B claims one of them with nothing but a kubeconfig for a
+//! tenant identity in A; the link is cut (A stopped) and restored; the claim is pivoted from B
+//! to C with `ferrometal move --claims` and keeps its host; deleting it at C releases the host
+//! in A. Every outcome is checked on the BMC emulator.
+
+mod serve_common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use ferrometal_test_support::peers::{FileServer, Sushy};
+use serde_json::Value;
+use serve_common::{Serve, free_port, serve};
+
+const SERVE_ARGS: [&str; 6] = [
+    "--power-poll-interval",
+    "2",
+    "--error-backoff",
+    "1",
+    "--bmc-timeout",
+    "5",
+];
+const CREDENTIALS: &str = "rack1-bmc";
+const HARDWARE: &str = r#"{"ramMebibytes": 8192, "cpu": {"arch": "x86_64", "model": "m", "clockMegahertz": 2400, "count": 16}}"#;
+
+fn out(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn run_as(s: &Serve, kc: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    let o = s.kubectl_with(kc, args, stdin);
+    assert!(o.status.success(), "kubectl {args:?}: {}", out(&o));
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn json_of(s: &Serve, kc: &Path, args: &[&str]) -> Option<Value> {
+    let mut full = args.to_vec();
+    full.extend(["-o", "json"]);
+    let o = s.kubectl_with(kc, &full, None);
+    o.status
+        .success()
+        .then(|| serde_json::from_slice(&o.stdout).unwrap())
+}
+
+fn condition(obj: &Value, t: &str) -> (String, String) {
+    obj["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or("").to_string(),
+                c["reason"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .unwrap_or_default()
+}
+
+fn wait(what: &str, logs: &[&Serve], mut ok: impl FnMut() -> bool) {
+    for _ in 0..900 {
+        if ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let logs: Vec<String> = logs
+        .iter()
+        .map(|s| std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default())
+        .collect();
+    panic!("never: {what}\n{}", logs.join("\n-----\n"));
+}
+
+fn system(i: usize) -> String {
+    format!("00000000-0000-4000-8000-{i:012}")
+}
+
+fn media_inserts(sushy: &Sushy) -> usize {
+    sushy
+        .changes()
+        .iter()
+        .filter(|l| l.contains("InsertMedia"))
+        .count()
+}
+
+/// The cluster holding the hosts: two hosts on sushy-tools lent to `tenant-a`, where `alice`
+/// is a tenant. Returns alice's kubeconfig.
+fn infrastructure(a: &Serve, sushy: &Sushy) -> std::path::PathBuf {
+    let host = |i: usize| {
+        format!(
+            "apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata:\n  name: bm-{i}\n  namespace: infra\n  labels: {{pool: web}}\n  annotations: {{inspect.metal3.io/hardwaredetails: '{HARDWARE}'}}\nspec:\n  online: false\n  inspectionMode: disabled\n  bmc: {{address: \"{}\", credentialsName: {CREDENTIALS}}}\n",
+            sushy
+                .address(&system(i))
+                .replace("redfish+http", "redfish-virtualmedia+http")
+        )
+    };
+    let yaml = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: infra}}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata: {{name: tenant-a}}\n---\n\
+         apiVersion: v1\nkind: Secret\nmetadata: {{name: {CREDENTIALS}, namespace: infra}}\nstringData: {{username: admin, password: password}}\n---\n\
+         {}---\n{}---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: HostDeployPolicy\nmetadata: {{name: lend, namespace: infra}}\nspec: {{hostClaimNamespaces: {{names: [tenant-a]}}}}\n",
+        host(0),
+        host(1)
+    );
+    run_as(a, &a.kubeconfig, &["apply", "-f", "-"], Some(&yaml));
+    a.ok(&[
+        "create",
+        "rolebinding",
+        "alice",
+        "-n",
+        "tenant-a",
+        "--clusterrole=ferrometal-tenant",
+        "--user=alice",
+    ]);
+    wait("both hosts available in A", &[a], || {
+        a.ok(&[
+            "get",
+            "bmh",
+            "-n",
+            "infra",
+            "-o",
+            "jsonpath={.items[*].status.provisioning.state}",
+        ])
+        .trim()
+            == "available available"
+    });
+    a.user_kubeconfig("alice", &[], "tenant-a")
+}
+
+/// A tenant namespace `tenant-b` at `s` whose tenant is `bob`; returns bob's kubeconfig.
+fn tenant(s: &Serve) -> std::path::PathBuf {
+    s.ok(&["create", "namespace", "tenant-b"]);
+    s.ok(&[
+        "create",
+        "rolebinding",
+        "bob",
+        "-n",
+        "tenant-b",
+        "--clusterrole=ferrometal-tenant",
+        "--user=bob",
+    ]);
+    s.user_kubeconfig("bob", &[], "tenant-b")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_served_by_another_cluster_survives_a_cut_link_and_a_pivot() {
+    let sushy = Sushy::start(2, "admin:password");
+    let files = FileServer::start();
+    let iso = files.url("live.iso");
+    let (dir_a, dir_b, dir_c) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let port_a = free_port();
+    let mut a = serve(dir_a.path(), port_a, &SERVE_ARGS);
+    let alice = infrastructure(&a, &sushy);
+    let b = serve(dir_b.path(), free_port(), &SERVE_ARGS);
+    let bob = tenant(&b);
+
+    // Bob, at B, holds a kubeconfig for alice's identity at A and claims a host with it.
+    let alice_path = alice.to_str().unwrap().to_string();
+    run_as(
+        &b,
+        &bob,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "a-link",
+            &format!("--from-file=kubeconfig={alice_path}"),
+        ],
+        None,
+    );
+    let claim = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: web-ud}}\nstringData: {{userData: \"#cloud-config\\nhostname: web\\n\"}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata:\n  name: web\n  annotations: {{ferrometal.io/remote-kubeconfig: a-link}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: web}}}}\n  userData: {{name: web-ud}}\n  image: {{url: \"{iso}\", format: live-iso}}\n"
+    );
+    run_as(&b, &bob, &["apply", "-f", "-"], Some(&claim));
+    wait("the claim at B provisioned and ready", &[&a, &b], || {
+        json_of(&b, &bob, &["get", "hostclaim", "web"]).is_some_and(|c| {
+            condition(&c, "Provisioned").0 == "True" && condition(&c, "Ready").0 == "True"
+        })
+    });
+    let at_b = json_of(&b, &bob, &["get", "hostclaim", "web"]).unwrap();
+    assert_eq!(at_b["status"]["poweredOn"], true);
+    let remote_id = at_b["metadata"]["annotations"]["hostclaim.ferrometal.io/remote-id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(remote_id, at_b["metadata"]["uid"].as_str().unwrap());
+
+    // At A: the mirror, bound as any claim, and its user data copied next to it.
+    let mirror = json_of(&a, &alice, &["get", "hostclaim", "web"]).expect("mirror at A");
+    let mirror_uid = mirror["metadata"]["uid"].as_str().unwrap().to_string();
+    assert_eq!(
+        mirror["metadata"]["annotations"]["hostclaim.ferrometal.io/remote-id"],
+        remote_id.as_str()
+    );
+    assert!(
+        mirror["metadata"]["annotations"]
+            .get("ferrometal.io/remote-kubeconfig")
+            .is_none()
+    );
+    let host = mirror["status"]["bareMetalHost"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let i: usize = host.trim_start_matches("bm-").parse().unwrap();
+    let ud = json_of(&a, &alice, &["get", "secret", "web-userdata"]).expect("user data at A");
+    assert!(ud["data"]["userData"].is_string());
+    let cd = sushy.virtual_cd(&system(i));
+    assert_eq!(cd["Inserted"], true, "{cd}");
+    assert_eq!(cd["Image"], iso.as_str());
+    assert_eq!(sushy.system(&system(i))["PowerState"], "On");
+    assert_eq!(media_inserts(&sushy), 1);
+    // The inspection data, copied into bob's namespace at B.
+    wait("HardwareData at B", &[&b], || {
+        json_of(&b, &bob, &["get", "hardwaredata", "web"])
+            .is_some_and(|hd| hd["spec"]["hardware"]["cpu"]["count"] == 16)
+    });
+    // Nothing bob can read at B names a BMC, its credentials or A's identity.
+    for args in [
+        &["get", "hostclaim", "web", "-o", "json"][..],
+        &["get", "hardwaredata", "web", "-o", "json"],
+        &["get", "events", "-o", "json"],
+    ] {
+        let text = run_as(&b, &bob, args, None);
+        for secret in [
+            format!("127.0.0.1:{}", sushy.port),
+            CREDENTIALS.to_string(),
+            "password\"".to_string(),
+            "client-key-data".to_string(),
+        ] {
+            assert!(!text.contains(&secret), "{args:?} shows {secret}: {text}");
+        }
+    }
+
+    // A reboot asked at B reaches the BMC, once, and the request is consumed on both sides.
+    let resets = || {
+        sushy
+            .changes()
+            .iter()
+            .filter(|l| l.contains(&system(i)) && l.contains("Reset"))
+            .count()
+    };
+    let before = resets();
+    run_as(
+        &b,
+        &bob,
+        &["annotate", "hostclaim", "web", "reboot.metal3.io="],
+        None,
+    );
+    wait("the reboot passed on and consumed", &[&a, &b], || {
+        let gone = |s: &Serve, kc: &Path| {
+            json_of(s, kc, &["get", "hostclaim", "web"]).is_some_and(|c| {
+                c["metadata"]["annotations"]
+                    .get("reboot.metal3.io")
+                    .is_none()
+            })
+        };
+        gone(&b, &bob) && gone(&a, &alice) && resets() >= before + 2
+    });
+    wait("back on after the reboot", &[&a], || {
+        sushy.system(&system(i))["PowerState"] == "On"
+    });
+
+    // The link is cut: B says so and keeps what it knew; bob's change waits for the link.
+    a.kill();
+    wait("B reports the cut link", &[&b], || {
+        json_of(&b, &bob, &["get", "hostclaim", "web"]).is_some_and(|c| {
+            condition(&c, "Synchronized") == ("False".into(), "RemoteClusterUnreachable".into())
+        })
+    });
+    let cut = json_of(&b, &bob, &["get", "hostclaim", "web"]).unwrap();
+    assert_eq!(condition(&cut, "Associated").0, "True", "last known kept");
+    run_as(
+        &b,
+        &bob,
+        &[
+            "patch",
+            "hostclaim",
+            "web",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"poweredOn":false}}"#,
+        ],
+        None,
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        sushy.system(&system(i))["PowerState"],
+        "On",
+        "nothing in A changes"
+    );
+
+    // The link is back: the claim converges, with no action repeated.
+    let a = serve(dir_a.path(), port_a, &SERVE_ARGS);
+    wait(
+        "the BMC powered off after the link returned",
+        &[&a, &b],
+        || sushy.system(&system(i))["PowerState"] == "Off",
+    );
+    wait("B in step again", &[&a, &b], || {
+        json_of(&b, &bob, &["get", "hostclaim", "web"]).is_some_and(|c| {
+            condition(&c, "Synchronized").0 == "True" && c["status"]["poweredOn"] != true
+        })
+    });
+    assert_eq!(media_inserts(&sushy), 1, "never provisioned again");
+
+    // Pivot: the claim moves from B to C, its host stays in A.
+    let c = serve(dir_c.path(), free_port(), &SERVE_ARGS);
+    let moved = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
+        .args(["move", "--claims", "--namespace", "tenant-b", "--from"])
+        .arg(&b.kubeconfig)
+        .arg("--to")
+        .arg(&c.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(moved.status.success(), "move: {}", out(&moved));
+    let report = out(&moved);
+    assert!(report.contains("1 claim(s) moved"), "{report}");
+    assert!(!report.contains("client-key-data"), "{report}");
+    for what in [
+        ["hostclaim", "web"],
+        ["secret", "a-link"],
+        ["secret", "web-ud"],
+    ] {
+        let o = b.kubectl(&["get", what[0], what[1], "-n", "tenant-b"]);
+        assert!(!o.status.success(), "{what:?} still at B");
+    }
+    c.ok(&[
+        "create",
+        "rolebinding",
+        "bob",
+        "-n",
+        "tenant-b",
+        "--clusterrole=ferrometal-tenant",
+        "--user=bob",
+    ]);
+    let bob_c = c.user_kubeconfig("bob", &[], "tenant-b");
+    wait("the claim at C in step with its host", &[&a, &c], || {
+        json_of(&c, &bob_c, &["get", "hostclaim", "web"]).is_some_and(|x| {
+            condition(&x, "Associated").0 == "True"
+                && condition(&x, "Provisioned").0 == "True"
+                && condition(&x, "Synchronized").0 == "True"
+                && x["metadata"]["annotations"]
+                    .get("baremetalhost.metal3.io/paused")
+                    .is_none()
+        })
+    });
+    let mirror = json_of(&a, &alice, &["get", "hostclaim", "web"]).expect("mirror kept");
+    assert_eq!(
+        mirror["metadata"]["uid"],
+        mirror_uid.as_str(),
+        "same mirror"
+    );
+    assert_eq!(mirror["status"]["bareMetalHost"]["name"], host.as_str());
+    assert!(
+        mirror["metadata"]["annotations"]
+            .get("baremetalhost.metal3.io/paused")
+            .is_none(),
+        "the mirror is unpaused once C took over"
+    );
+    run_as(
+        &c,
+        &bob_c,
+        &[
+            "patch",
+            "hostclaim",
+            "web",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"poweredOn":true}}"#,
+        ],
+        None,
+    );
+    wait("powered on from C", &[&a, &c], || {
+        sushy.system(&system(i))["PowerState"] == "On"
+    });
+    assert_eq!(media_inserts(&sushy), 1, "the pivot provisioned nothing");
+
+    // Released from C: the mirror goes, the host in A is deprovisioned and free again.
+    run_as(
+        &c,
+        &bob_c,
+        &["delete", "hostclaim", "web", "--wait=false"],
+        None,
+    );
+    wait("the claim at C gone", &[&a, &c], || {
+        json_of(&c, &bob_c, &["get", "hostclaim", "web"]).is_none()
+    });
+    assert!(json_of(&a, &alice, &["get", "hostclaim", "web"]).is_none());
+    assert!(json_of(&a, &alice, &["get", "secret", "web-userdata"]).is_none());
+    wait("the host free and available in A", &[&a], || {
+        json_of(&a, &a.kubeconfig, &["get", "bmh", &host, "-n", "infra"]).is_some_and(|h| {
+            h["status"]["provisioning"]["state"] == "available"
+                && h["spec"]["consumerRef"].is_null()
+        })
+    });
+}
