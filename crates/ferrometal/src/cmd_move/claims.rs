@@ -34,7 +34,7 @@ use serde_json::json;
 
 use super::Args;
 use super::common::{Cluster, CrashHook, MOVE_PAUSE, ensure_namespace, progress, table};
-use super::hosts::{Key, copy_secret, delete_without_finalizers};
+use super::objects::{Key, copy_secret, delete_without_finalizers, show};
 
 const PHASES: [&str; 4] = ["pause", "copy", "unpause", "remove"];
 /// The Secret a local claim's copy reaches the source with.
@@ -54,10 +54,6 @@ struct Item {
 
 fn claims_api(cluster: &Cluster, ns: &str) -> Api<HostClaim> {
     Api::namespaced(cluster.client.clone(), ns)
-}
-
-fn show(key: &Key) -> String {
-    format!("{}/{}", key.0, key.1)
 }
 
 /// The Secrets a claim needs wherever it is: data, and the kubeconfig of a remote claim.
