@@ -406,3 +406,102 @@ async fn a_claim_served_by_another_cluster_survives_a_cut_link_and_a_pivot() {
         })
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_claim_moved_away_keeps_its_host_through_a_remote_kubeconfig() {
+    let sushy = Sushy::start(2, "admin:password");
+    let files = FileServer::start();
+    let iso = files.url("live.iso");
+    let (dir_a, dir_c) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = serve(dir_a.path(), free_port(), &SERVE_ARGS);
+    let alice = infrastructure(&a, &sushy);
+    let claim = format!(
+        "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: db}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: web}}}}\n  image: {{url: \"{iso}\", format: live-iso}}\n"
+    );
+    run_as(&a, &alice, &["apply", "-f", "-"], Some(&claim));
+    wait("the local claim provisioned", &[&a], || {
+        json_of(&a, &alice, &["get", "hostclaim", "db"])
+            .is_some_and(|c| condition(&c, "Provisioned").0 == "True")
+    });
+    let before = json_of(&a, &alice, &["get", "hostclaim", "db"]).unwrap();
+    let host = before["status"]["bareMetalHost"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let i: usize = host.trim_start_matches("bm-").parse().unwrap();
+    let c = serve(dir_c.path(), free_port(), &SERVE_ARGS);
+    let mv = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ferrometal"))
+            .args(["move", "--claims", "-n", "tenant-a", "--from"])
+            .arg(&a.kubeconfig)
+            .arg("--to")
+            .arg(&c.kubeconfig)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // Served by the source's own hosts: the target needs a way back to them.
+    let refused = mv(&[]);
+    assert!(!refused.status.success());
+    assert!(
+        out(&refused).contains("--remote-kubeconfig"),
+        "{}",
+        out(&refused)
+    );
+    let alice_path = alice.to_str().unwrap();
+    let dry = mv(&["--dry-run", "--remote-kubeconfig", alice_path]);
+    assert!(dry.status.success(), "{}", out(&dry));
+    assert!(out(&dry).contains("stays as the mirror"), "{}", out(&dry));
+    assert!(
+        !c.kubectl(&["get", "hostclaim", "db", "-n", "tenant-a"])
+            .status
+            .success()
+    );
+
+    let moved = mv(&["--remote-kubeconfig", alice_path]);
+    assert!(moved.status.success(), "{}", out(&moved));
+    c.ok(&[
+        "create",
+        "rolebinding",
+        "alice",
+        "-n",
+        "tenant-a",
+        "--clusterrole=ferrometal-tenant",
+        "--user=alice",
+    ]);
+    let alice_c = c.user_kubeconfig("alice", &[], "tenant-a");
+    wait("the moved claim in step at C", &[&a, &c], || {
+        json_of(&c, &alice_c, &["get", "hostclaim", "db"]).is_some_and(|x| {
+            x["metadata"]["annotations"]["ferrometal.io/remote-kubeconfig"]
+                == "ferrometal-remote-kubeconfig"
+                && condition(&x, "Provisioned").0 == "True"
+                && condition(&x, "Synchronized").0 == "True"
+        })
+    });
+    // The claim at A is the same object, now the mirror; its host never moved.
+    let after = json_of(&a, &alice, &["get", "hostclaim", "db"]).unwrap();
+    assert_eq!(after["metadata"]["uid"], before["metadata"]["uid"]);
+    assert_eq!(after["status"]["bareMetalHost"]["name"], host.as_str());
+    assert_eq!(
+        after["metadata"]["labels"]["hostclaim.ferrometal.io/mirror-of"],
+        "db"
+    );
+    run_as(
+        &c,
+        &alice_c,
+        &[
+            "patch",
+            "hostclaim",
+            "db",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"poweredOn":false}}"#,
+        ],
+        None,
+    );
+    wait("powered off from C", &[&a, &c], || {
+        sushy.system(&system(i))["PowerState"] == "Off"
+    });
+    assert_eq!(media_inserts(&sushy), 1, "provisioned once, never again");
+}
