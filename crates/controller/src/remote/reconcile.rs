@@ -479,11 +479,8 @@ async fn copy_hardware_data(
 /// gone, delete the data copies there, then let the claim go.
 async fn release(claim: &HostClaim, ctx: &RemoteContext, link: &Link) -> Result<Step, Error> {
     let mirrors: Api<HostClaim> = Api::namespaced(link.client.clone(), &link.namespace);
-    let mirror = match remote!(link, read_mirror(claim, link)) {
-        Ok(m) => m,
-        // Somebody else's claim of that name: never ours to delete.
-        Err(_) => None,
-    };
+    // Somebody else's claim of that name is never ours to delete.
+    let mirror = remote!(link, read_mirror(claim, link)).unwrap_or_default();
     if let Some(m) = &mirror {
         if m.meta().deletion_timestamp.is_none() {
             let dp = DeleteParams {
