@@ -270,6 +270,36 @@ async fn a_claim_served_by_another_cluster_survives_a_cut_link_and_a_pivot() {
         sushy.system(&system(i))["PowerState"] == "On"
     });
 
+    // An operation asked at B: a one-time network boot set on the BMC, once.
+    let patches = || {
+        sushy
+            .changes()
+            .iter()
+            .filter(|l| l.contains("PATCH") && l.contains(&system(i)))
+            .count()
+    };
+    let before = patches();
+    run_as(
+        &b,
+        &bob,
+        &[
+            "annotate",
+            "hostclaim",
+            "web",
+            "ferrometal.io/operation=PxeOnce",
+        ],
+        None,
+    );
+    wait("the operation reached the BMC", &[&a, &b], || {
+        patches() > before
+            && json_of(&b, &bob, &["get", "hostclaim", "web"]).is_some_and(|c| {
+                c["metadata"]["annotations"]
+                    .get("ferrometal.io/operation")
+                    .is_none()
+            })
+    });
+    let after_operation = patches();
+
     // The link is cut: B says so and keeps what it knew; bob's change waits for the link.
     a.kill();
     wait("B reports the cut link", &[&b], || {
@@ -313,6 +343,7 @@ async fn a_claim_served_by_another_cluster_survives_a_cut_link_and_a_pivot() {
         })
     });
     assert_eq!(media_inserts(&sushy), 1, "never provisioned again");
+    assert_eq!(patches(), after_operation, "the operation was not repeated");
 
     // Pivot: the claim moves from B to C, its host stays in A.
     let c = serve(dir_c.path(), free_port(), &SERVE_ARGS);

@@ -7,14 +7,14 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferrometal_api::claim::{REMOTE_KUBECONFIG_KEYS, REMOTE_MIRROR_LABEL};
+use ferrometal_api::claim::{REMOTE_KUBECONFIG, REMOTE_KUBECONFIG_KEYS, REMOTE_MIRROR_LABEL};
 use ferrometal_api::{HardwareData, HostClaim};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -60,13 +60,16 @@ fn link_error(message: String) -> LinkError {
 pub struct Links {
     links: Mutex<HashMap<(String, String), Arc<Link>>>,
     wake: UnboundedSender<ObjectRef<HostClaim>>,
+    /// This cluster's claims, to wake the ones using a link that fails.
+    claims: Store<HostClaim>,
 }
 
 impl Links {
-    pub fn new(wake: UnboundedSender<ObjectRef<HostClaim>>) -> Links {
+    pub fn new(wake: UnboundedSender<ObjectRef<HostClaim>>, claims: Store<HostClaim>) -> Links {
         Links {
             links: Mutex::default(),
             wake,
+            claims,
         }
     }
 
@@ -83,12 +86,19 @@ impl Links {
             .get_opt(name)
             .await
             .map_err(|e| link_error(format!("reading Secret {name:?}: {e}")))?
-            .ok_or_else(|| LinkError {
-                message: format!(
-                    "Secret {name:?} (annotation {}) not found",
-                    ferrometal_api::claim::REMOTE_KUBECONFIG
-                ),
-                missing: true,
+            .ok_or_else(|| {
+                // Its link goes with it (and the watch it holds).
+                self.links
+                    .lock()
+                    .unwrap()
+                    .remove(&(namespace.to_string(), name.to_string()));
+                LinkError {
+                    message: format!(
+                        "Secret {name:?} (annotation {}) not found",
+                        ferrometal_api::claim::REMOTE_KUBECONFIG
+                    ),
+                    missing: true,
+                }
             })?;
         let text = kubeconfig_text(&secret, name)?;
         let fingerprint = {
@@ -109,8 +119,9 @@ impl Links {
         let watch = tokio::spawn(watch_mirrors(
             client.clone(),
             mirror_ns.clone(),
-            namespace.to_string(),
+            (namespace.to_string(), name.to_string()),
             self.wake.clone(),
+            self.claims.clone(),
         ))
         .abort_handle();
         let link = Arc::new(Link {
@@ -203,12 +214,14 @@ pub async fn client_config(
 }
 
 /// Wakes the local claim named like each mirror (and HardwareData copy) that changes in the
-/// remote namespace. Runs until its link is dropped; a lost connection is retried with backoff.
+/// remote namespace, and every claim using the link when the link fails (so a lost cluster is
+/// reported at once). Runs until its link is dropped; a lost connection is retried with backoff.
 async fn watch_mirrors(
     client: kube::Client,
     remote_ns: String,
-    local_ns: String,
+    (local_ns, secret): (String, String),
     wake: UnboundedSender<ObjectRef<HostClaim>>,
+    claims: Store<HostClaim>,
 ) {
     let mirrors = watcher(
         Api::<HostClaim>::namespaced(client.clone(), &remote_ns),
@@ -225,14 +238,33 @@ async fn watch_mirrors(
     .touched_objects()
     .map(|r| r.map(|c| c.name_any()));
     let mut both = std::pin::pin!(futures::stream::select(mirrors, hardware));
+    let mut failing = false;
     while let Some(item) = both.next().await {
-        match item {
+        let woken: Vec<ObjectRef<HostClaim>> = match item {
             Ok(name) => {
-                if wake.send(ObjectRef::new(&name).within(&local_ns)).is_err() {
-                    return;
-                }
+                failing = false;
+                vec![ObjectRef::new(&name).within(&local_ns)]
             }
-            Err(e) => tracing::debug!(namespace = %local_ns, error = %e, "remote watch"),
+            Err(e) => {
+                tracing::debug!(namespace = %local_ns, error = %e, "remote watch");
+                if std::mem::replace(&mut failing, true) {
+                    continue;
+                }
+                claims
+                    .state()
+                    .iter()
+                    .filter(|c| {
+                        c.namespace().as_deref() == Some(local_ns.as_str())
+                            && c.annotations().get(REMOTE_KUBECONFIG) == Some(&secret)
+                    })
+                    .map(|c| ObjectRef::from_obj(c.as_ref()))
+                    .collect()
+            }
+        };
+        for r in woken {
+            if wake.send(r).is_err() {
+                return;
+            }
         }
     }
 }

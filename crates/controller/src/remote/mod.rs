@@ -40,16 +40,16 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
     let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
-    let ctx = Arc::new(RemoteContext {
-        events: EventPublisher::new(client.clone(), config.reporter.clone()),
-        client: client.clone(),
-        links: link::Links::new(wake),
-    });
     let controller = Controller::new(
         Api::<HostClaim>::all(client.clone()),
         watcher::Config::default(),
     );
     let claims = controller.store();
+    let ctx = Arc::new(RemoteContext {
+        events: EventPublisher::new(client.clone(), config.reporter.clone()),
+        client: client.clone(),
+        links: link::Links::new(wake, claims.clone()),
+    });
     let woken = futures::stream::unfold(
         woken,
         |mut rx| async move { rx.recv().await.map(|r| (r, rx)) },

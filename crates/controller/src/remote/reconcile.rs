@@ -146,13 +146,20 @@ pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<RemoteContext>) -> Result
     match step {
         Ok(Ok(Step::Done(a))) => Ok(a),
         Ok(Ok(Step::Failed(reason, msg))) => {
+            // A link that is down is tried again soon; a refusal or a name clash needs
+            // somebody to act, and any change of the claim or its Secrets wakes it.
+            let again = if reason == c::REMOTE_UNREACHABLE {
+                RETRY
+            } else {
+                Duration::from_secs(60)
+            };
             write_status(
                 &claim,
                 &ctx,
                 Remote::Failed(reason, msg),
                 None,
                 claim.status.as_ref().and_then(|s| s.hardware_data.clone()),
-                RETRY,
+                again,
             )
             .await
         }
