@@ -430,6 +430,23 @@ async fn a_claim_served_by_another_cluster_survives_a_cut_link_and_a_pivot() {
     });
     assert!(json_of(&a, &alice, &["get", "hostclaim", "web"]).is_none());
     assert!(json_of(&a, &alice, &["get", "secret", "web-userdata"]).is_none());
+    // A's credentials (alice's client key) never left B's Secret: not in B's or C's log, and
+    // not in anything the move printed.
+    let key = std::fs::read_to_string(&alice)
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("client-key-data:")
+                .map(|v| v.trim().to_string())
+        })
+        .expect("alice's kubeconfig embeds her key");
+    assert!(key.len() > 100);
+    for s in [&b, &c] {
+        let log = std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default();
+        assert!(!log.contains(&key), "{:?} logged the remote key", s.dir);
+    }
+    assert!(!report.contains(&key));
     wait("the host free and available in A", &[&a], || {
         json_of(&a, &a.kubeconfig, &["get", "bmh", &host, "-n", "infra"]).is_some_and(|h| {
             h["status"]["provisioning"]["state"] == "available"
