@@ -501,3 +501,78 @@ fn move_crash_each_phase() {
         "BMC actions during the moves"
     );
 }
+
+#[test]
+fn move_leaves_a_host_it_cannot_copy() {
+    let sushy = Sushy::start(2, "admin:password");
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = serve(da.path(), free_port(), &serve_flags(false));
+    let b = serve(db.path(), free_port(), &serve_flags(false));
+    // host-1's credentials Secret does not exist (yet).
+    let yaml = fleet_yaml(&sushy, "unused", &[], &[0, 1], false).replace(
+        "  online: false\n  bmc: {address: \"redfish-virtualmedia+http://127.0.0.1:PORT/redfish/v1/Systems/00000000-0000-4000-8000-000000000001\", credentialsName: bmc-creds}"
+            .replace("PORT", &sushy.port.to_string())
+            .as_str(),
+        "  online: false\n  bmc: {address: \"redfish-virtualmedia+http://127.0.0.1:PORT/redfish/v1/Systems/00000000-0000-4000-8000-000000000001\", credentialsName: later-creds}"
+            .replace("PORT", &sushy.port.to_string())
+            .as_str(),
+    );
+    assert!(yaml.contains("later-creds"), "{yaml}");
+    let o = a.kubectl_stdin(&["apply", "-f", "-"], Some(&yaml));
+    assert!(o.status.success(), "{}", text(&o));
+    wait_states(
+        &a,
+        &BTreeMap::from([
+            ("host-0".to_string(), "available".to_string()),
+            ("host-1".to_string(), "registering".to_string()),
+        ]),
+        "host-0 available, host-1 without credentials",
+    );
+
+    let o = run_move(&a, &b, &[], None);
+    let out = text(&o);
+    eprintln!("the move with a host it cannot copy:\n{out}");
+    assert!(!o.status.success(), "{out}");
+    assert!(
+        out.contains("later-creds") && out.contains("FAILED"),
+        "{out}"
+    );
+    assert!(
+        out.contains("moved 1 of 2 hosts") && out.contains("1 failed"),
+        "{out}"
+    );
+    // host-1 stays at A, managed there (unpaused), with no copy at B.
+    assert_eq!(names(&b, "bmh"), BTreeSet::from(["host-0".to_string()]));
+    assert_eq!(names(&a, "bmh"), BTreeSet::from(["host-1".to_string()]));
+    let h1 = &list(&a, "bmh")[0];
+    assert!(
+        h1["metadata"]["annotations"]["baremetalhost.metal3.io/paused"].is_null(),
+        "{h1:#}"
+    );
+
+    // Once its Secret exists, the same command moves it too.
+    let o = a.kubectl_stdin(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: later-creds, namespace: {NS}}}\nstringData: {{username: admin, password: {PASSWORD}}}\n"
+        )),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    wait_states(
+        &a,
+        &BTreeMap::from([("host-1".to_string(), "available".to_string())]),
+        "host-1 available at A",
+    );
+    let out = must_move(&a, &b, &[]);
+    assert!(out.contains("moved 1 of 1 hosts"), "{out}");
+    wait_states(
+        &b,
+        &BTreeMap::from([
+            ("host-0".to_string(), "available".to_string()),
+            ("host-1".to_string(), "available".to_string()),
+        ]),
+        "both hosts available at B",
+    );
+    assert!(names(&a, "bmh").is_empty());
+    assert!(!names(&a, "secret").contains("later-creds"));
+}

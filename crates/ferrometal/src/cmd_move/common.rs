@@ -88,6 +88,11 @@ pub(crate) fn progress(phase: &str, object: &str, note: &str) {
     }
 }
 
+/// A table cell for an empty value.
+pub(crate) fn or_dash(s: &str) -> String {
+    if s.is_empty() { "-".into() } else { s.into() }
+}
+
 /// Prints rows as a table with a header, columns padded to their widest cell.
 pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();

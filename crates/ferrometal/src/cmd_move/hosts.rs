@@ -15,7 +15,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::Args;
-use super::common::{self, Cluster, CrashHook, MOVE_PAUSE, progress};
+use super::common::{self, Cluster, CrashHook, MOVE_PAUSE, or_dash, progress};
 // The claim move reaches these through here too.
 pub(super) use super::objects::{Key, copy_secret, delete_without_finalizers, show};
 
@@ -53,11 +53,11 @@ impl Item {
     }
 }
 
-fn hosts_api(cluster: &Cluster, ns: &str) -> Api<BareMetalHost> {
+pub(super) fn hosts_api(cluster: &Cluster, ns: &str) -> Api<BareMetalHost> {
     Api::namespaced(cluster.client.clone(), ns)
 }
 
-fn state(host: &BareMetalHost) -> String {
+pub(super) fn state(host: &BareMetalHost) -> String {
     host.status
         .as_ref()
         .map(|s| s.provisioning.state.to_string())
@@ -70,13 +70,13 @@ fn status_is_empty(status: Option<&BareMetalHostStatus>) -> bool {
         .is_none_or(|s| s.provisioning.state == ProvisioningState::None && s.last_updated.is_none())
 }
 
-fn bmc_address(host: &BareMetalHost) -> Option<&str> {
+pub(super) fn bmc_address(host: &BareMetalHost) -> Option<&str> {
     host.spec.bmc.as_ref().map(|b| b.address.as_str())
 }
 
 /// The Secrets a host refers to: BMC credentials, user, network and meta data, and the
 /// pre-provisioning network data.
-fn secret_refs(host: &BareMetalHost) -> Vec<Key> {
+pub(super) fn secret_refs(host: &BareMetalHost) -> Vec<Key> {
     let ns = host.namespace().unwrap_or_default();
     let mut out = BTreeSet::new();
     if let Some(bmc) = &host.spec.bmc
@@ -120,7 +120,7 @@ pub(crate) async fn run(args: &Args, from: &Cluster, to: &Cluster) -> anyhow::Re
     }
     preflight(to).await?;
     if args.dry_run {
-        return dry_run(&hosts, from, to).await;
+        return super::hosts_dry_run::dry_run(&hosts, from, to).await;
     }
     let started = Instant::now();
     let mut items: Vec<Item> = hosts
@@ -194,101 +194,6 @@ async fn preflight(to: &Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn dry_run(
-    hosts: &[BareMetalHost],
-    from: &Cluster,
-    to: &Cluster,
-) -> anyhow::Result<ExitCode> {
-    let mut rows = Vec::new();
-    let mut secrets = BTreeSet::new();
-    let mut hardware = 0;
-    for h in hosts {
-        let key = (h.namespace().unwrap_or_default(), h.name_any());
-        let hd = Api::<HardwareData>::namespaced(from.client.clone(), &key.0)
-            .get_opt(&key.1)
-            .await
-            .with_context(|| format!("--from: reading HardwareData {}", show(&key)))?
-            .is_some();
-        hardware += usize::from(hd);
-        let at_target = hosts_api(to, &key.0)
-            .get_opt(&key.1)
-            .await
-            .with_context(|| format!("--to: reading BareMetalHost {}", show(&key)))?;
-        let refs = secret_refs(h);
-        let power = match h.status.as_ref().map(|s| s.powered_on) {
-            Some(true) => "on",
-            Some(false) => "off",
-            None => "-",
-        };
-        let mut note = Vec::new();
-        if let Some(v) = h.annotations().get(ann::PAUSED) {
-            note.push(format!("paused ({v})"));
-        }
-        if let Some(t) = &at_target {
-            note.push(if bmc_address(t) == bmc_address(h) {
-                "already at the target".to_string()
-            } else {
-                "CONFLICT: another host of that name at the target".to_string()
-            });
-        }
-        rows.push(vec![
-            key.0.clone(),
-            key.1.clone(),
-            or_dash(&state(h)),
-            power.to_string(),
-            if refs.is_empty() {
-                "-".into()
-            } else {
-                refs.iter()
-                    .map(|k| k.1.clone())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            },
-            if hd { "yes" } else { "no" }.into(),
-            note.join("; "),
-        ]);
-        secrets.extend(refs);
-    }
-    println!("would move from {} to {}:", from.url, to.url);
-    common::table(
-        &[
-            "NAMESPACE",
-            "HOST",
-            "STATE",
-            "POWER",
-            "SECRETS",
-            "HARDWAREDATA",
-            "NOTE",
-        ],
-        &rows,
-    );
-    let mut missing = Vec::new();
-    for key in &secrets {
-        let found = Api::<Secret>::namespaced(from.client.clone(), &key.0)
-            .get_opt(&key.1)
-            .await
-            .with_context(|| format!("--from: reading Secret {}", show(key)))?
-            .is_some();
-        if !found {
-            missing.push(show(key));
-        }
-    }
-    if !missing.is_empty() {
-        println!("missing at the source: Secret {}", missing.join(", "));
-    }
-    println!(
-        "dry run: {} hosts, {} Secrets, {} HardwareData would move; nothing was changed",
-        hosts.len(),
-        secrets.len(),
-        hardware
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-fn or_dash(s: &str) -> String {
-    if s.is_empty() { "-".into() } else { s.into() }
-}
-
 // ---- phase 1: pause ----
 
 async fn pause(items: &mut [Item], from: &Cluster, crash: &Option<CrashHook>) {
@@ -325,14 +230,27 @@ async fn pause_one(item: &mut Item, from: &Cluster) -> anyhow::Result<String> {
 async fn wait_quiet(items: &mut [Item], from: &Cluster) {
     let deadline = Instant::now() + QUIET_MAX;
     let mut seen: BTreeMap<Key, (String, Instant)> = BTreeMap::new();
+    let namespaces: BTreeSet<String> = items.iter().map(|i| i.key.0.clone()).collect();
     loop {
+        // One list per namespace and round, not one read per host.
         let mut quiet = true;
+        let mut current: BTreeMap<Key, BareMetalHost> = BTreeMap::new();
+        for ns in &namespaces {
+            match hosts_api(from, ns).list(&ListParams::default()).await {
+                Ok(list) => current.extend(
+                    list.items
+                        .into_iter()
+                        .map(|h| ((ns.clone(), h.name_any()), h)),
+                ),
+                Err(_) => quiet = false,
+            }
+        }
         for item in items.iter_mut().filter(|i| i.alive()) {
-            let Ok(host) = hosts_api(from, &item.key.0).get(&item.key.1).await else {
+            let Some(host) = current.get(&item.key) else {
                 quiet = false;
                 continue;
             };
-            item.source_state = state(&host);
+            item.source_state = state(host);
             item.source_power = host.status.as_ref().is_some_and(|s| s.powered_on);
             let rv = host.resource_version().unwrap_or_default();
             let now = Instant::now();

@@ -24,6 +24,7 @@
 mod claims;
 mod common;
 mod hosts;
+mod hosts_dry_run;
 mod objects;
 
 use std::path::PathBuf;

@@ -1,0 +1,107 @@
+//! `ferrometal move --dry-run` for hosts: what would move, read from both clusters, changing
+//! nothing anywhere.
+
+use std::collections::BTreeSet;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use ferrometal_api::annotations as ann;
+use ferrometal_api::{BareMetalHost, HardwareData};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::Api;
+
+use super::common::or_dash;
+use super::common::{self, Cluster};
+use super::hosts::{bmc_address, hosts_api, secret_refs, show, state};
+
+pub(super) async fn dry_run(
+    hosts: &[BareMetalHost],
+    from: &Cluster,
+    to: &Cluster,
+) -> anyhow::Result<ExitCode> {
+    let mut rows = Vec::new();
+    let mut secrets = BTreeSet::new();
+    let mut hardware = 0;
+    for h in hosts {
+        let key = (h.namespace().unwrap_or_default(), h.name_any());
+        let hd = Api::<HardwareData>::namespaced(from.client.clone(), &key.0)
+            .get_opt(&key.1)
+            .await
+            .with_context(|| format!("--from: reading HardwareData {}", show(&key)))?
+            .is_some();
+        hardware += usize::from(hd);
+        let at_target = hosts_api(to, &key.0)
+            .get_opt(&key.1)
+            .await
+            .with_context(|| format!("--to: reading BareMetalHost {}", show(&key)))?;
+        let refs = secret_refs(h);
+        let power = match h.status.as_ref().map(|s| s.powered_on) {
+            Some(true) => "on",
+            Some(false) => "off",
+            None => "-",
+        };
+        let mut note = Vec::new();
+        if let Some(v) = h.annotations().get(ann::PAUSED) {
+            note.push(format!("paused ({v})"));
+        }
+        if let Some(t) = &at_target {
+            note.push(if bmc_address(t) == bmc_address(h) {
+                "already at the target".to_string()
+            } else {
+                "CONFLICT: another host of that name at the target".to_string()
+            });
+        }
+        rows.push(vec![
+            key.0.clone(),
+            key.1.clone(),
+            or_dash(&state(h)),
+            power.to_string(),
+            if refs.is_empty() {
+                "-".into()
+            } else {
+                refs.iter()
+                    .map(|k| k.1.clone())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            },
+            if hd { "yes" } else { "no" }.into(),
+            note.join("; "),
+        ]);
+        secrets.extend(refs);
+    }
+    println!("would move from {} to {}:", from.url, to.url);
+    common::table(
+        &[
+            "NAMESPACE",
+            "HOST",
+            "STATE",
+            "POWER",
+            "SECRETS",
+            "HARDWAREDATA",
+            "NOTE",
+        ],
+        &rows,
+    );
+    let mut missing = Vec::new();
+    for key in &secrets {
+        let found = Api::<Secret>::namespaced(from.client.clone(), &key.0)
+            .get_opt(&key.1)
+            .await
+            .with_context(|| format!("--from: reading Secret {}", show(key)))?
+            .is_some();
+        if !found {
+            missing.push(show(key));
+        }
+    }
+    if !missing.is_empty() {
+        println!("missing at the source: Secret {}", missing.join(", "));
+    }
+    println!(
+        "dry run: {} hosts, {} Secrets, {} HardwareData would move; nothing was changed",
+        hosts.len(),
+        secrets.len(),
+        hardware
+    );
+    Ok(ExitCode::SUCCESS)
+}
