@@ -552,4 +552,36 @@ async fn a_local_claim_moved_away_keeps_its_host_through_a_remote_kubeconfig() {
         sushy.system(&system(i))["PowerState"] == "Off"
     });
     assert_eq!(media_inserts(&sushy), 1, "provisioned once, never again");
+
+    // The mirror deleted at A (its host released there): C says so and never makes a new one
+    // (that would bind another host behind the tenant's back); deleting the claim then ends it.
+    run_as(
+        &a,
+        &alice,
+        &["delete", "hostclaim", "db", "--wait=false"],
+        None,
+    );
+    wait("C reports the mirror gone", &[&a, &c], || {
+        json_of(&c, &alice_c, &["get", "hostclaim", "db"]).is_some_and(|x| {
+            condition(&x, "Associated") == ("False".into(), "MissingBareMetalHost".into())
+        })
+    });
+    wait("the host released at A", &[&a], || {
+        json_of(&a, &a.kubeconfig, &["get", "bmh", &host, "-n", "infra"])
+            .is_some_and(|h| h["spec"]["consumerRef"].is_null())
+    });
+    assert!(
+        json_of(&a, &alice, &["get", "hostclaim", "db"]).is_none(),
+        "not re-created"
+    );
+    run_as(
+        &c,
+        &alice_c,
+        &["delete", "hostclaim", "db", "--wait=false"],
+        None,
+    );
+    wait("the claim at C gone", &[&c], || {
+        json_of(&c, &alice_c, &["get", "hostclaim", "db"]).is_none()
+    });
+    assert!(json_of(&a, &alice, &["get", "hostclaim", "db"]).is_none());
 }

@@ -222,6 +222,18 @@ pub enum Remote<'a> {
     Reached(Option<&'a HostClaim>),
     /// Not reached: (reason, message). The last known status is kept.
     Failed(&'static str, String),
+    /// Reached, and the mirror that served the claim is gone (deleted there): the host is
+    /// never silently replaced by a new mirror binding another one.
+    MirrorGone(String),
+}
+
+/// Whether the claim was served through a mirror that is gone now.
+pub fn mirror_gone(claim: &HostClaim, mirror: Option<&HostClaim>) -> bool {
+    mirror.is_none()
+        && claim
+            .status
+            .as_ref()
+            .is_some_and(|s| s.bare_metal_host.is_some())
 }
 
 /// The claim's status: the mirror's, with the HardwareData copy in the claim's own namespace,
@@ -251,6 +263,21 @@ pub fn status(
             ..HostClaimStatus::default()
         },
         Remote::Failed(..) => old.clone(),
+        Remote::MirrorGone(msg) => HostClaimStatus {
+            conditions: vec![
+                cond(
+                    c::ASSOCIATED,
+                    false,
+                    c::MISSING_BARE_METAL_HOST,
+                    msg.clone(),
+                ),
+                cond(c::READY, false, c::MISSING_BARE_METAL_HOST, msg.clone()),
+            ],
+            // Kept: it is what says the claim was served, so no new mirror is made.
+            bare_metal_host: old.bare_metal_host.clone(),
+            hardware_data: old.hardware_data.clone(),
+            ..HostClaimStatus::default()
+        },
     };
     let failure = match (&remote, data_error) {
         (Remote::Failed(reason, msg), _) => Some(cond(c::SYNCHRONIZED, false, reason, msg)),

@@ -239,3 +239,31 @@ fn status_follows_the_mirror_and_keeps_it_while_unreachable() {
     let sync = data.condition(c::SYNCHRONIZED).unwrap();
     assert_eq!(sync.reason, c::USER_DATA_SYNC_FAILURE);
 }
+
+#[test]
+fn a_mirror_gone_after_binding_is_reported_not_replaced() {
+    let b = claim(&[]);
+    assert!(!mirror_gone(&b, None), "never bound: the mirror is created");
+    let mut bound = b.clone();
+    bound.status = Some(HostClaimStatus {
+        bare_metal_host: Some(NamespacedRef {
+            namespace: "infra".into(),
+            name: "bm-1".into(),
+        }),
+        conditions: vec![cond(c::ASSOCIATED, true, c::BARE_METAL_HOST_ASSOCIATED, "")],
+        ..HostClaimStatus::default()
+    });
+    assert!(mirror_gone(&bound, None));
+    let mirror = applied(&b, &mirror_sync(&b, None, "tenant-a"));
+    assert!(!mirror_gone(&bound, Some(&mirror)));
+    let s = status(&bound, Remote::MirrorGone("gone".into()), None, None, "t1");
+    let a = s.condition(c::ASSOCIATED).unwrap();
+    assert_eq!(
+        (a.status.as_str(), a.reason.as_str()),
+        ("False", c::MISSING_BARE_METAL_HOST)
+    );
+    assert!(!s.is_true(c::READY));
+    let mut again = bound.clone();
+    again.status = Some(s);
+    assert!(mirror_gone(&again, None), "stays reported, never re-created");
+}

@@ -335,6 +335,15 @@ async fn sync(claim: &HostClaim, ctx: &RemoteContext, link: &Link) -> Result<Ste
     {
         want.spec = m.spec.clone();
     }
+    if decide::mirror_gone(claim, mirror.as_ref()) {
+        let msg = format!(
+            "the claim's mirror in the remote cluster {} is gone, and with it the host; \
+             delete this claim and create it again to claim another",
+            link.server
+        );
+        let action = write_status(claim, ctx, Remote::MirrorGone(msg), None, None, RESYNC).await?;
+        return Ok(Step::Done(action));
+    }
     let plan = decide::mirror_sync(&want, mirror.as_ref(), &link.namespace);
     let mut mirror_now = mirror.clone();
     if data_error.is_some() && mirror.is_none() {
