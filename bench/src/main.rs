@@ -13,6 +13,7 @@ mod crash;
 mod emucap;
 mod isolation;
 mod jobs;
+mod pivot;
 mod procfs;
 mod scale;
 mod stats;
@@ -140,6 +141,13 @@ enum Scenario {
         #[arg(long, default_value_t = 10)]
         kills: usize,
     },
+    /// Pivot: N hosts (two thirds provisioned) moved from one serve to another with
+    /// `ferrometal move`: phase times, time until all report their state at the target, BMC
+    /// actions meanwhile (must be none).
+    Pivot {
+        #[command(flatten)]
+        fleet: Fleet,
+    },
     /// Isolation: N healthy hosts and a rack of B more whose BMCs then all hang; annotation ->
     /// BMC latency and the healthy hosts' power polls with the rack answering and silent.
     Isolation {
@@ -259,6 +267,17 @@ async fn main() -> std::process::ExitCode {
             crash::run(crash::Opts {
                 hosts: fleet.hosts.max(1),
                 kills,
+                concurrency: fleet.concurrency,
+                timeout: fleet.timeout,
+                serve_args: fleet.serve_args,
+                ferrometal: cli.ferrometal,
+                keep: cli.keep,
+            })
+            .await
+        }
+        Scenario::Pivot { fleet } => {
+            pivot::run(pivot::Opts {
+                hosts: fleet.hosts.max(1),
                 concurrency: fleet.concurrency,
                 timeout: fleet.timeout,
                 serve_args: fleet.serve_args,
