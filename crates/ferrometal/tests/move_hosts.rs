@@ -327,6 +327,36 @@ fn setup(provisioned: &[usize], available: &[usize], ironic: bool) -> Setup {
     }
 }
 
+/// Nodes in the Ironic a serve supervises (its SQLite database under the data directory).
+fn ironic_nodes(s: &Serve) -> usize {
+    let db = find_file(&s.dir, "ironic.sqlite").expect("the supervised Ironic's database");
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from nodes').fetchone()[0])",
+        ])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+fn find_file(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+        if path.is_dir()
+            && let Some(found) = find_file(&path, name)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
 fn pivot(provisioned: &[usize], available: &[usize], ironic: bool) {
     // Bound by name: `..` would drop the file server and the serves' directories at once.
     let Setup {
@@ -337,6 +367,9 @@ fn pivot(provisioned: &[usize], available: &[usize], ironic: bool) {
         _files,
         _dirs,
     } = setup(provisioned, available, ironic);
+    if ironic {
+        assert_eq!(ironic_nodes(&a), provisioned.len() + available.len());
+    }
     let before = settled_changes(&sushy, Duration::from_secs(3));
     let facts = host_facts(&a);
     let hardware = names(&a, "hardwaredata");
@@ -373,6 +406,16 @@ fn pivot(provisioned: &[usize], available: &[usize], ironic: bool) {
         "{out}"
     );
     assert!(out.contains("0 failed"), "{out}");
+    // A let go of every host through its own provisioner before deleting it.
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("detached ")).count(),
+        facts.len(),
+        "{out}"
+    );
+    if ironic {
+        // So A's Ironic, still running, has no node left whose power it would enforce.
+        assert_eq!(ironic_nodes(&a), 0);
+    }
     assert_moved(&a, &b, &facts, &hardware);
     for (_, (_, image, _, spec)) in facts.iter().filter(|(_, f)| f.0 == "provisioned") {
         assert_eq!(image["url"], iso.as_str());

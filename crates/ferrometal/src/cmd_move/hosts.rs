@@ -512,6 +512,12 @@ async fn unpause_one(item: &Item, to: &Cluster) -> anyhow::Result<String> {
 // ---- phase 4: remove ----
 
 async fn remove(items: &mut [Item], from: &Cluster, to: &Cluster, crash: &Option<CrashHook>) {
+    let leaving: Vec<(Key, String)> = items
+        .iter()
+        .filter(|i| i.alive())
+        .map(|i| (i.key.clone(), i.pause.clone()))
+        .collect();
+    super::hosts_detach::detach(&leaving, from, to).await;
     // Who refers to each Secret at the source: a Secret is deleted with the last host leaving.
     let mut users: BTreeMap<Key, BTreeSet<Key>> = BTreeMap::new();
     let everyone = match Api::<BareMetalHost>::all(from.client.clone())
@@ -564,7 +570,8 @@ async fn remove_one(
     else {
         return Ok("already gone".into());
     };
-    if !host.annotations().contains_key(ann::PAUSED) {
+    let detaching = host.annotations().contains_key(ann::DETACHED);
+    if !host.annotations().contains_key(ann::PAUSED) && !detaching {
         bail!("the host is no longer paused at the source; left there");
     }
     // Never delete what the target does not hold.
@@ -574,6 +581,13 @@ async fn remove_one(
         .context("reading the host at the target")?;
     if target.as_ref().map(bmc_address) != Some(bmc_address(&host)) {
         bail!("the host is not at the target; left at the source");
+    }
+    if !host.annotations().contains_key(ann::PAUSED) {
+        // Detached above: paused again, so that nothing at the source acts on it any more.
+        let patch = json!({"metadata": {"annotations": {ann::PAUSED: MOVE_PAUSE}}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .context("pausing the detached host at the source")?;
     }
     let mut notes = Vec::new();
     // Secrets before the host: if this stops midway, the host is still here to be removed again.

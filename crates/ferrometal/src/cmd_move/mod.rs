@@ -11,7 +11,10 @@
 //!    and its HardwareData are created at the target, or brought up to date.
 //! 3. `unpause` — the move's pause is removed at the target: its controller restores the status
 //!    from the annotation and carries on from the same state, without provisioning again.
-//! 4. `remove` — at the source, Secrets no remaining host references, the HardwareData and the
+//! 4. `remove` — at the source, each host's pause is first swapped for metal3's `detached`
+//!    annotation so that the source's provisioner forgets it without touching it (a source Ironic
+//!    left running would otherwise keep enforcing the power state it knew), bounded to 30 s;
+//!    then, paused again, the Secrets no remaining host references, the HardwareData and the
 //!    host are deleted, finalizers removed first: the source never deprovisions or powers off.
 //!
 //! Every step looks at the current state first, so running the command again after an
@@ -24,6 +27,7 @@
 mod claims;
 mod common;
 mod hosts;
+mod hosts_detach;
 mod hosts_dry_run;
 mod objects;
 
