@@ -50,8 +50,11 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         "127.0.0.1:0".parse()?,
     )
     .await?;
-    let a = ServeChild::start(&binary, &scratch.path.join("a"), &o.serve_args)?;
-    let b = ServeChild::start(&binary, &scratch.path.join("b"), &o.serve_args)?;
+    let (dir_a, dir_b) = (scratch.path.join("a"), scratch.path.join("b"));
+    std::fs::create_dir_all(&dir_a)?;
+    std::fs::create_dir_all(&dir_b)?;
+    let a = ServeChild::start(&binary, &dir_a, &o.serve_args)?;
+    let b = ServeChild::start(&binary, &dir_b, &o.serve_args)?;
     let (ca, cb) = (a.client().await?, b.client().await?);
     wait_for_crd(&ca).await?;
     wait_for_crd(&cb).await?;
@@ -130,7 +133,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
     while let Some(line) = lines.next_line().await? {
         let word = line.split_whitespace().next().unwrap_or("").to_string();
         let at = t.elapsed().as_secs_f64();
-        if ["paused", "copied", "unpaused", "removed"].contains(&word.as_str()) {
+        if ["paused", "copied", "unpaused", "detached", "removed"].contains(&word.as_str()) {
             match phases.last_mut() {
                 Some(p) if p.0 == word => p.2 = at,
                 _ => phases.push((word, at, at)),
