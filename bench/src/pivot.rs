@@ -29,7 +29,7 @@ fn host_name(i: usize) -> String {
 
 /// Every third host stays available; the others are provisioned.
 fn provisioned(i: usize) -> bool {
-    i % 3 != 0
+    !i.is_multiple_of(3)
 }
 
 /// Actions a BMC saw, per system.
@@ -190,7 +190,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
     ];
     for (phase, first, last) in &phases {
         rows.push(Row::new(
-            &format!("  {phase}"),
+            format!("  {phase}"),
             secs(last - first),
             format!("from {} to {}", secs(*first), secs(*last)),
         ));

@@ -265,5 +265,8 @@ fn a_mirror_gone_after_binding_is_reported_not_replaced() {
     assert!(!s.is_true(c::READY));
     let mut again = bound.clone();
     again.status = Some(s);
-    assert!(mirror_gone(&again, None), "stays reported, never re-created");
+    assert!(
+        mirror_gone(&again, None),
+        "stays reported, never re-created"
+    );
 }
