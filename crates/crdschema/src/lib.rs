@@ -224,7 +224,7 @@ impl Schema {
         limits: CostLimits,
     ) -> Result<Schema, Vec<FieldError>> {
         on_big_stack(|| {
-            let env = Arc::new(rules::env());
+            let env = rules::env();
             let (root, literals) = compile::compile_root(open_api_v3_schema, &env, limits)?;
             Ok(Schema {
                 root: Arc::new(root),
@@ -299,23 +299,19 @@ impl Schema {
 /// stack; a stack overflow aborts the process, which no input may cause.
 const CEL_STACK_BYTES: usize = 256 << 20;
 
-/// Runs `f` on a scoped thread with a [`CEL_STACK_BYTES`] stack (only the
-/// pages used are committed), or inline if no thread can be had. `None`
-/// if `f` panicked, which the CEL calls inside guard against already.
-fn on_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Option<T> {
-    let mut f = Some(f);
-    let outcome = std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .name("crdschema-cel".into())
-            .stack_size(CEL_STACK_BYTES)
-            .spawn_scoped(scope, || f.take().map(|f| f()))
-            .map(|handle| handle.join().ok().flatten())
-    });
-    match (outcome, f) {
-        (Ok(result), _) => result,
-        (Err(_), Some(f)) => Some(f()),
-        (Err(_), None) => None,
-    }
+/// Runs `f` on a [`CEL_STACK_BYTES`] stack (only the pages used are
+/// committed), switched to on the calling thread, unless that much remains
+/// on the current one. `None` if `f` panicked, which the CEL calls inside
+/// guard against already.
+///
+/// A stack of the calling thread rather than a new thread: spawning and
+/// joining one per compile and per validation cost more than compiling or
+/// validating a small schema, and waited on the scheduler on a busy machine.
+fn on_big_stack<T>(f: impl FnOnce() -> T) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        stacker::maybe_grow(CEL_STACK_BYTES, CEL_STACK_BYTES, f)
+    }))
+    .ok()
 }
 
 fn internal_error(what: &str) -> FieldError {
