@@ -27,22 +27,30 @@ struct Server {
     inputs: u64,
 }
 
-fn open(runtime: &tokio::runtime::Runtime, dir: &std::path::Path) -> (ApiServer, kube::Client) {
+/// Opens the server on `dir`; `install` applies the CRDs (first open only: a reopened server
+/// must serve them from its store, or listing the custom resources fails).
+fn open(
+    runtime: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    install: bool,
+) -> (ApiServer, kube::Client) {
     runtime.block_on(async {
         let mut config = ServerConfig::new(dir);
         config.tls = false;
         let server = ApiServer::open(config).await.expect("the server reopens");
         let client = server.client();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in ferrometal_api::crds() {
-            let name = crd.metadata.name.clone().unwrap_or_default();
-            crds.patch(
-                &name,
-                &PatchParams::apply("fuzz").force(),
-                &Patch::Apply(&crd),
-            )
-            .await
-            .expect("CRDs install");
+        if install {
+            let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+            for crd in ferrometal_api::crds() {
+                let name = crd.metadata.name.clone().unwrap_or_default();
+                crds.patch(
+                    &name,
+                    &PatchParams::apply("fuzz").force(),
+                    &Patch::Apply(&crd),
+                )
+                .await
+                .expect("CRDs install");
+            }
         }
         (server, client)
     })
@@ -51,8 +59,9 @@ fn open(runtime: &tokio::runtime::Runtime, dir: &std::path::Path) -> (ApiServer,
 fn server() -> &'static Mutex<Server> {
     static SERVER: OnceLock<Mutex<Server>> = OnceLock::new();
     SERVER.get_or_init(|| {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+        // The server's tasks run on the fuzzing thread (store commits still go to tokio's
+        // blocking pool): no wake-up of another worker per request.
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
@@ -66,7 +75,7 @@ fn server() -> &'static Mutex<Server> {
         remove_dead_runs(&base);
         let dir = base.join(format!("ferrometal-fuzz-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let (server, client) = open(&runtime, &dir);
+        let (server, client) = open(&runtime, &dir, true);
         Mutex::new(Server {
             runtime,
             dir,
@@ -165,7 +174,7 @@ fuzz_target!(|data: &[u8]| {
         if let Some(server) = state.server.take() {
             state.runtime.block_on(server.shutdown());
         }
-        let (server, client) = open(&state.runtime, &state.dir);
+        let (server, client) = open(&state.runtime, &state.dir, false);
         let after = state.runtime.block_on(contents(&client));
         assert_eq!(
             before, after,

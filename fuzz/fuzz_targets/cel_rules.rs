@@ -4,7 +4,20 @@
 
 use ferrometal_crdschema::Schema;
 use libfuzzer_sys::fuzz_target;
-use serde_json::json;
+use serde_json::{Value, json};
+
+/// The object every rule runs on, as created and as updated from `old`: the same for every
+/// input, so built once.
+fn objects() -> &'static (Value, Value) {
+    static OBJECTS: std::sync::OnceLock<(Value, Value)> = std::sync::OnceLock::new();
+    OBJECTS.get_or_init(|| {
+        let object = json!({"spec": {"name": "web", "count": 3, "ratio": 0.5, "on": true,
+            "items": ["a", "b"], "labels": {"k": "v"}, "nested": {"deep": [{"v": 1}, {"v": -2}]}}});
+        let old = json!({"spec": {"name": "web", "count": 2, "ratio": 1.5, "on": false,
+            "items": [], "labels": {}, "nested": {"deep": []}}});
+        (object, old)
+    })
+}
 
 fuzz_target!(|data: &[u8]| {
     let Ok(rule) = std::str::from_utf8(data) else {
@@ -37,10 +50,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(schema) = Schema::compile(&schema) else {
         return;
     };
-    let object = json!({"spec": {"name": "web", "count": 3, "ratio": 0.5, "on": true,
-        "items": ["a", "b"], "labels": {"k": "v"}, "nested": {"deep": [{"v": 1}, {"v": -2}]}}});
-    let old = json!({"spec": {"name": "web", "count": 2, "ratio": 1.5, "on": false,
-        "items": [], "labels": {}, "nested": {"deep": []}}});
-    let _ = schema.validate(&object, None);
-    let _ = schema.validate(&object, Some(&old));
+    let (object, old) = objects();
+    let _ = schema.validate(object, None);
+    let _ = schema.validate(object, Some(old));
 });

@@ -33,8 +33,9 @@ struct Fake {
 fn fake() -> &'static Fake {
     static FAKE: OnceLock<Fake> = OnceLock::new();
     FAKE.get_or_init(|| {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+        // One thread for the fake BMC, the client's connections and the operations: every
+        // exchange is handed over within the thread instead of waking another one.
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
