@@ -347,13 +347,33 @@ async fn a_claim_served_by_another_cluster_survives_a_cut_link_and_a_pivot() {
 
     // Pivot: the claim moves from B to C, its host stays in A.
     let c = serve(dir_c.path(), free_port(), &SERVE_ARGS);
-    let moved = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
-        .args(["move", "--claims", "--namespace", "tenant-b", "--from"])
-        .arg(&b.kubeconfig)
-        .arg("--to")
-        .arg(&c.kubeconfig)
-        .output()
+    let mv = |crash: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrometal"));
+        cmd.args(["move", "--claims", "--namespace", "tenant-b", "--from"])
+            .arg(&b.kubeconfig)
+            .arg("--to")
+            .arg(&c.kubeconfig);
+        if let Some(phase) = crash {
+            cmd.env("FERROMETAL_MOVE_CRASH_AFTER", phase);
+        }
+        cmd.output().unwrap()
+    };
+    // Killed after the copy: the claim is at both ends, paused; running again completes it.
+    let crashed = mv(Some("copy"));
+    assert!(!crashed.status.success(), "{}", out(&crashed));
+    for s in [&b, &c] {
+        let x = json_of(
+            s,
+            &s.kubeconfig,
+            &["get", "hostclaim", "web", "-n", "tenant-b"],
+        )
         .unwrap();
+        assert_eq!(
+            x["metadata"]["annotations"]["baremetalhost.metal3.io/paused"],
+            "ferrometal.io/move"
+        );
+    }
+    let moved = mv(None);
     assert!(moved.status.success(), "move: {}", out(&moved));
     let report = out(&moved);
     assert!(report.contains("1 claim(s) moved"), "{report}");
