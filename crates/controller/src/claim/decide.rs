@@ -186,52 +186,20 @@ pub fn host_sync(
                 }
             }
         }
-        // One-shot annotations: forwarded once per claim version, then removed from the claim.
+        // One-shot annotations once per claim version; keyed reboots as long as they are held.
         let token = forward_token(claim);
-        let already = host_ann.get(FORWARDED) == Some(&token) || forwarded == Some(token.as_str());
-        for key in ONE_SHOT {
-            if let Some(value) = claim_ann.get(key) {
-                if !already {
-                    annotations.insert(key.into(), value.clone().into());
-                }
-                out.remove_from_claim.push(key.to_string());
-            }
-        }
-        if !out.remove_from_claim.is_empty() && !already {
-            annotations.insert(FORWARDED.into(), token.into());
-        }
-        // Keyed reboots are held as long as the tenant holds them.
-        let want = keyed_reboots(claim_ann);
-        let mirrored: BTreeSet<String> = host_ann
-            .get(MIRRORED_REBOOTS)
-            .map(|v| {
-                v.split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        for key in &want {
-            if host_ann.get(key) != claim_ann.get(key) {
-                annotations.insert(key.clone(), claim_ann[key].clone().into());
-            }
-        }
-        for key in mirrored.difference(&want) {
-            if host_ann.contains_key(key) {
-                annotations.insert(key.clone(), Value::Null);
-            }
-        }
-        if want != mirrored {
-            let list: Vec<_> = want.iter().map(String::as_str).collect();
-            annotations.insert(
-                MIRRORED_REBOOTS.into(),
-                if list.is_empty() {
-                    Value::Null
-                } else {
-                    list.join(",").into()
-                },
-            );
-        }
+        let already = forwarded == Some(token.as_str());
+        out.remove_from_claim = forward_annotations(
+            claim_ann,
+            host_ann,
+            &token,
+            already,
+            Markers {
+                forwarded: FORWARDED,
+                mirrored_reboots: MIRRORED_REBOOTS,
+            },
+            &mut annotations,
+        );
     }
     let mut patch = Map::new();
     if !spec.is_empty() {
@@ -244,6 +212,76 @@ pub fn host_sync(
         out.patch = Some(patch.into());
     }
     out
+}
+
+/// The annotations a follower (a claimed host, a remote mirror) keeps to remember what it was
+/// given.
+#[derive(Clone, Copy)]
+pub struct Markers {
+    /// The token of the last one-shot annotations forwarded.
+    pub forwarded: &'static str,
+    /// The keyed reboot annotations mirrored (comma-separated).
+    pub mirrored_reboots: &'static str,
+}
+
+/// Adds to `patch` what passes a claim's reboot and operation annotations on to its follower:
+/// the one-shot ones (bare reboot, operation) once per `token` (`already`: known forwarded
+/// though the follower may not show it yet), keyed reboots as long as the claim holds them, and
+/// removes the keyed ones the claim dropped (never anybody else's). Returns the one-shot keys
+/// that can now be removed from the claim.
+pub fn forward_annotations(
+    claim_ann: &std::collections::BTreeMap<String, String>,
+    follower_ann: &std::collections::BTreeMap<String, String>,
+    token: &str,
+    already: bool,
+    markers: Markers,
+    patch: &mut Map<String, Value>,
+) -> Vec<String> {
+    let already = already || follower_ann.get(markers.forwarded).map(String::as_str) == Some(token);
+    let mut passed = Vec::new();
+    for key in ONE_SHOT {
+        if let Some(value) = claim_ann.get(key) {
+            if !already {
+                patch.insert(key.into(), value.clone().into());
+            }
+            passed.push(key.to_string());
+        }
+    }
+    if !passed.is_empty() && !already {
+        patch.insert(markers.forwarded.into(), token.into());
+    }
+    let want = keyed_reboots(claim_ann);
+    let mirrored: BTreeSet<String> = follower_ann
+        .get(markers.mirrored_reboots)
+        .map(|v| {
+            v.split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    for key in &want {
+        if follower_ann.get(key) != claim_ann.get(key) {
+            patch.insert(key.clone(), claim_ann[key].clone().into());
+        }
+    }
+    for key in mirrored.difference(&want) {
+        if follower_ann.contains_key(key) {
+            patch.insert(key.clone(), Value::Null);
+        }
+    }
+    if want != mirrored {
+        let list: Vec<_> = want.iter().map(String::as_str).collect();
+        patch.insert(
+            markers.mirrored_reboots.into(),
+            if list.is_empty() {
+                Value::Null
+            } else {
+                list.join(",").into()
+            },
+        );
+    }
+    passed
 }
 
 /// How the bound host stands, as the claim sees it.

@@ -1,7 +1,7 @@
 //! What the mirror of a remote claim should be, and what the claim's status says. Pure: the
 //! reconciler reads both clusters, calls these, and writes what they return.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use ferrometal_api::annotations as ann;
 use ferrometal_api::claim::conditions as c;
@@ -11,10 +11,7 @@ use k8s_openapi::api::core::v1::SecretReference;
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
-use crate::claim::decide::DataKind;
-
-/// Annotations acted on once and then removed from the claim.
-const ONE_SHOT: [&str; 2] = [ann::REBOOT, ann::OPERATION];
+use crate::claim::decide::{DataKind, Markers, forward_annotations, forward_token};
 
 /// The claim's identity shared with its mirror: set once, carried by `ferrometal move`.
 pub fn remote_id(claim: &HostClaim) -> Option<&String> {
@@ -46,22 +43,6 @@ pub fn mirror_spec(claim: &HostClaim) -> Value {
         }
     }
     serde_json::to_value(spec).unwrap_or_default()
-}
-
-/// The token of the claim's current one-shot annotations.
-pub fn forward_token(claim: &HostClaim) -> String {
-    format!(
-        "{}/{}",
-        claim.uid().unwrap_or_default(),
-        claim.resource_version().unwrap_or_default()
-    )
-}
-
-fn keyed_reboots(map: &BTreeMap<String, String>) -> BTreeSet<String> {
-    map.keys()
-        .filter(|k| k.starts_with(ann::REBOOT_PREFIX))
-        .cloned()
-        .collect()
 }
 
 /// A JSON merge patch turning `old` into `new` (`None`: equal).
@@ -130,50 +111,17 @@ pub fn mirror_sync(
         }
         _ => {}
     }
-    let token = forward_token(claim);
-    let already = mirror_ann.get(REMOTE_FORWARDED) == Some(&token);
-    for key in ONE_SHOT {
-        if let Some(v) = claim_ann.get(key) {
-            if !already {
-                annotations.insert(key.into(), v.clone().into());
-            }
-            out.remove_from_claim.push(key.to_string());
-        }
-    }
-    if !out.remove_from_claim.is_empty() && !already {
-        annotations.insert(REMOTE_FORWARDED.into(), token.into());
-    }
-    let want = keyed_reboots(claim_ann);
-    let mirrored: BTreeSet<String> = mirror_ann
-        .get(REMOTE_REBOOT_KEYS)
-        .map(|v| {
-            v.split(',')
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
-    for key in &want {
-        if mirror_ann.get(key) != claim_ann.get(key) {
-            annotations.insert(key.clone(), claim_ann[key].clone().into());
-        }
-    }
-    for key in mirrored.difference(&want) {
-        if mirror_ann.contains_key(key) {
-            annotations.insert(key.clone(), Value::Null);
-        }
-    }
-    if want != mirrored {
-        let list: Vec<_> = want.iter().map(String::as_str).collect();
-        annotations.insert(
-            REMOTE_REBOOT_KEYS.into(),
-            if list.is_empty() {
-                Value::Null
-            } else {
-                list.join(",").into()
-            },
-        );
-    }
+    out.remove_from_claim = forward_annotations(
+        claim_ann,
+        mirror_ann,
+        &forward_token(claim),
+        false,
+        Markers {
+            forwarded: REMOTE_FORWARDED,
+            mirrored_reboots: REMOTE_REBOOT_KEYS,
+        },
+        &mut annotations,
+    );
     let spec = mirror_spec(claim);
     let name = claim.name_any();
     match mirror {
