@@ -635,34 +635,41 @@ async fn copy_hardware_data(
     let existing = ctx
         .hardware
         .get(&ObjectRef::new(&claim.name_any()).within(&claim_ns));
-    let api: Api<HardwareData> = Api::namespaced(ctx.client.clone(), &claim_ns);
     if existing.as_ref().map(|e| &e.spec) != Some(&source.spec) {
-        let mut copy = HardwareData::new(
-            &claim.name_any(),
-            HardwareDataSpec {
-                hardware: source.spec.hardware.clone(),
-            },
-        );
-        copy.metadata.namespace = Some(claim_ns.clone());
-        copy.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: HostClaim::api_version(&()).into(),
-            kind: HostClaim::kind(&()).into(),
-            name: claim.name_any(),
-            uid: claim.uid().unwrap_or_default(),
-            controller: Some(true),
-            block_owner_deletion: None,
-        }]);
-        api.patch(
-            &claim.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&copy),
-        )
-        .await?;
+        write_hardware_copy(&ctx.client, claim, &source.spec).await?;
     }
     Ok(Some(NamespacedRef {
         namespace: claim_ns,
         name: claim.name_any(),
     }))
+}
+
+/// Writes the claim's copy of inspection data into its namespace, named after the claim and
+/// owned by it (server-side apply: created or replaced).
+pub(crate) async fn write_hardware_copy(
+    client: &kube::Client,
+    claim: &HostClaim,
+    spec: &HardwareDataSpec,
+) -> Result<(), kube::Error> {
+    let ns = claim.namespace().unwrap_or_default();
+    let mut copy = HardwareData::new(&claim.name_any(), spec.clone());
+    copy.metadata.namespace = Some(ns.clone());
+    copy.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: HostClaim::api_version(&()).into(),
+        kind: HostClaim::kind(&()).into(),
+        name: claim.name_any(),
+        uid: claim.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }]);
+    Api::<HardwareData>::namespaced(client.clone(), &ns)
+        .patch(
+            &claim.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&copy),
+        )
+        .await?;
+    Ok(())
 }
 
 async fn write_status(

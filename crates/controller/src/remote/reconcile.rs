@@ -9,16 +9,17 @@ use ferrometal_api::claim::conditions as c;
 use ferrometal_api::claim::{
     HOSTCLAIM_FINALIZER, REMOTE_ID, REMOTE_KUBECONFIG, REMOTE_MIRROR_LABEL,
 };
-use ferrometal_api::{HardwareData, HardwareDataSpec, HostClaim, NamespacedRef};
+use ferrometal_api::{HardwareData, HostClaim, NamespacedRef};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::claim::decide::DataKind;
-use crate::claim::reconcile::{announce, conflict, event, jitter, not_found, now};
+use crate::claim::reconcile::{
+    announce, conflict, event, jitter, not_found, now, write_hardware_copy,
+};
 use crate::hardware_data::FIELD_MANAGER;
 use crate::host::decide::HostEvent;
 use crate::metrics::metrics;
@@ -460,30 +461,11 @@ async fn copy_hardware_data(
     else {
         return Ok(claim.status.as_ref().and_then(|s| s.hardware_data.clone()));
     };
-    let api: Api<HardwareData> = Api::namespaced(ctx.client.clone(), &ns);
-    let existing = api.get_opt(&claim.name_any()).await?;
-    if existing.as_ref().map(|e| &e.spec) != Some(&source.spec) {
-        let mut copy = HardwareData::new(
-            &claim.name_any(),
-            HardwareDataSpec {
-                hardware: source.spec.hardware.clone(),
-            },
-        );
-        copy.metadata.namespace = Some(ns.clone());
-        copy.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: HostClaim::api_version(&()).into(),
-            kind: HostClaim::kind(&()).into(),
-            name: claim.name_any(),
-            uid: claim.uid().unwrap_or_default(),
-            controller: Some(true),
-            block_owner_deletion: None,
-        }]);
-        api.patch(
-            &claim.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&copy),
-        )
+    let existing = Api::<HardwareData>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(&claim.name_any())
         .await?;
+    if existing.as_ref().map(|e| &e.spec) != Some(&source.spec) {
+        write_hardware_copy(&ctx.client, claim, &source.spec).await?;
     }
     Ok(Some(NamespacedRef {
         namespace: ns,
