@@ -75,6 +75,31 @@ fn wait(what: &str, logs: &[&Serve], mut ok: impl FnMut() -> bool) {
     panic!("never: {what}\n{}", logs.join("\n-----\n"));
 }
 
+/// Binds `user` to `ferrometal-tenant` in `namespace` at `s`; returns the user's kubeconfig.
+fn tenant_of(s: &Serve, namespace: &str, user: &str) -> std::path::PathBuf {
+    s.ok(&[
+        "create",
+        "rolebinding",
+        user,
+        "-n",
+        namespace,
+        "--clusterrole=ferrometal-tenant",
+        &format!("--user={user}"),
+    ]);
+    s.user_kubeconfig(user, &[], namespace)
+}
+
+/// The tenant sets a claim's `poweredOn`.
+fn set_power(s: &Serve, kc: &Path, claim: &str, on: bool) {
+    let patch = format!(r#"{{"spec":{{"poweredOn":{on}}}}}"#);
+    run_as(
+        s,
+        kc,
+        &["patch", "hostclaim", claim, "--type", "merge", "-p", &patch],
+        None,
+    );
+}
+
 fn system(i: usize) -> String {
     format!("00000000-0000-4000-8000-{i:012}")
 }
@@ -108,15 +133,7 @@ fn infrastructure(a: &Serve, sushy: &Sushy) -> std::path::PathBuf {
         host(1)
     );
     run_as(a, &a.kubeconfig, &["apply", "-f", "-"], Some(&yaml));
-    a.ok(&[
-        "create",
-        "rolebinding",
-        "alice",
-        "-n",
-        "tenant-a",
-        "--clusterrole=ferrometal-tenant",
-        "--user=alice",
-    ]);
+    let alice = tenant_of(a, "tenant-a", "alice");
     wait("both hosts available in A", &[a], || {
         a.ok(&[
             "get",
@@ -129,22 +146,13 @@ fn infrastructure(a: &Serve, sushy: &Sushy) -> std::path::PathBuf {
         .trim()
             == "available available"
     });
-    a.user_kubeconfig("alice", &[], "tenant-a")
+    alice
 }
 
 /// A tenant namespace `tenant-b` at `s` whose tenant is `bob`; returns bob's kubeconfig.
 fn tenant(s: &Serve) -> std::path::PathBuf {
     s.ok(&["create", "namespace", "tenant-b"]);
-    s.ok(&[
-        "create",
-        "rolebinding",
-        "bob",
-        "-n",
-        "tenant-b",
-        "--clusterrole=ferrometal-tenant",
-        "--user=bob",
-    ]);
-    s.user_kubeconfig("bob", &[], "tenant-b")
+    tenant_of(s, "tenant-b", "bob")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,20 +317,7 @@ async fn a_claim_served_by_another_cluster_survives_a_cut_link_and_a_pivot() {
     });
     let cut = json_of(&b, &bob, &["get", "hostclaim", "web"]).unwrap();
     assert_eq!(condition(&cut, "Associated").0, "True", "last known kept");
-    run_as(
-        &b,
-        &bob,
-        &[
-            "patch",
-            "hostclaim",
-            "web",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"poweredOn":false}}"#,
-        ],
-        None,
-    );
+    set_power(&b, &bob, "web", false);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(
         sushy.system(&system(i))["PowerState"],
@@ -386,16 +381,7 @@ async fn a_claim_served_by_another_cluster_survives_a_cut_link_and_a_pivot() {
         let o = b.kubectl(&["get", what[0], what[1], "-n", "tenant-b"]);
         assert!(!o.status.success(), "{what:?} still at B");
     }
-    c.ok(&[
-        "create",
-        "rolebinding",
-        "bob",
-        "-n",
-        "tenant-b",
-        "--clusterrole=ferrometal-tenant",
-        "--user=bob",
-    ]);
-    let bob_c = c.user_kubeconfig("bob", &[], "tenant-b");
+    let bob_c = tenant_of(&c, "tenant-b", "bob");
     wait("the claim at C in step with its host", &[&a, &c], || {
         json_of(&c, &bob_c, &["get", "hostclaim", "web"]).is_some_and(|x| {
             condition(&x, "Associated").0 == "True"
@@ -419,20 +405,7 @@ async fn a_claim_served_by_another_cluster_survives_a_cut_link_and_a_pivot() {
             .is_none(),
         "the mirror is unpaused once C took over"
     );
-    run_as(
-        &c,
-        &bob_c,
-        &[
-            "patch",
-            "hostclaim",
-            "web",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"poweredOn":true}}"#,
-        ],
-        None,
-    );
+    set_power(&c, &bob_c, "web", true);
     wait("powered on from C", &[&a, &c], || {
         sushy.system(&system(i))["PowerState"] == "On"
     });
@@ -528,16 +501,7 @@ async fn a_local_claim_moved_away_keeps_its_host_through_a_remote_kubeconfig() {
 
     let moved = mv(&["--remote-kubeconfig", alice_path]);
     assert!(moved.status.success(), "{}", out(&moved));
-    c.ok(&[
-        "create",
-        "rolebinding",
-        "alice",
-        "-n",
-        "tenant-a",
-        "--clusterrole=ferrometal-tenant",
-        "--user=alice",
-    ]);
-    let alice_c = c.user_kubeconfig("alice", &[], "tenant-a");
+    let alice_c = tenant_of(&c, "tenant-a", "alice");
     wait("the moved claim in step at C", &[&a, &c], || {
         json_of(&c, &alice_c, &["get", "hostclaim", "db"]).is_some_and(|x| {
             x["metadata"]["annotations"]["ferrometal.io/remote-kubeconfig"]
@@ -554,20 +518,7 @@ async fn a_local_claim_moved_away_keeps_its_host_through_a_remote_kubeconfig() {
         after["metadata"]["labels"]["hostclaim.ferrometal.io/mirror-of"],
         "db"
     );
-    run_as(
-        &c,
-        &alice_c,
-        &[
-            "patch",
-            "hostclaim",
-            "db",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"poweredOn":false}}"#,
-        ],
-        None,
-    );
+    set_power(&c, &alice_c, "db", false);
     wait("powered off from C", &[&a, &c], || {
         sushy.system(&system(i))["PowerState"] == "Off"
     });
