@@ -62,6 +62,11 @@ impl Authenticator {
         }
     }
 
+    /// Whether requests must carry credentials (false: loopback only, everyone is the admin).
+    pub fn required(&self) -> bool {
+        self.admin_token.is_some()
+    }
+
     pub fn signer(&self) -> &TokenSigner {
         &self.signer
     }

@@ -11,9 +11,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::audit::Entry;
-use crate::authn::Requester;
+use crate::authn::{self, Requester};
 use crate::authz::{self, RequestAttrs};
 use crate::request::{self, Route};
+use crate::shares::ConnOwner;
 use crate::state::Core;
 use crate::status::ApiError;
 
@@ -62,6 +63,25 @@ pub async fn gate(State(core): State<Arc<Core>>, mut req: Request, next: Next) -
             return e.into_response();
         }
     };
+    // The connection counts against its first user's share (the caller who holds it, not
+    // whom they impersonate). Over the share: 429, and the connection is closed so the
+    // seat is free again at once.
+    if !in_process
+        && core.authn.required()
+        && !caller.groups.iter().any(|g| g == authn::MASTERS)
+        && let Some(owner) = req.extensions().get::<ConnOwner>()
+        && !owner.admit(&core.connections, &caller.name, core.limits.shares())
+    {
+        tracing::debug!(user = %caller.name, "over the per-user connection share");
+        audit(&caller.name, None, 429);
+        let mut resp =
+            ApiError::too_many_connections(core.limits.max_connections_per_user).into_response();
+        resp.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+        return resp;
+    }
     let policy = core.policy.get();
     let caller_name = caller.name.clone();
     let user = match authz::impersonate(&policy, caller, req.headers()) {

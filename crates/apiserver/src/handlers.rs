@@ -57,13 +57,37 @@ pub(crate) fn parse_body(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
         return Err(ApiError::bad_request("the request body is empty"));
     }
     if ct.contains("yaml") {
-        let v: Value = serde_yaml::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-        return Ok(v);
+        return crate::yaml::document(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
     }
     serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
     })
+}
+
+/// Bodies above this are decoded on the blocking pool, one at a time per spare core, so a
+/// stream of large bodies never holds the threads that serve every other request.
+const OFFLOAD_BODY: usize = 64 * 1024;
+
+static HEAVY_DECODES: std::sync::LazyLock<tokio::sync::Semaphore> =
+    std::sync::LazyLock::new(|| {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        tokio::sync::Semaphore::new(cores.saturating_sub(1).max(1))
+    });
+
+/// [`parse_body`], off the async workers when the body is large.
+async fn decode_body(ct: &str, body: &Bytes) -> Result<Value, ApiError> {
+    if body.len() <= OFFLOAD_BODY {
+        return parse_body(ct, body);
+    }
+    let _permit = HEAVY_DECODES
+        .acquire()
+        .await
+        .map_err(|_| ApiError::internal("the server is shutting down"))?;
+    let (ct, body) = (ct.to_string(), body.clone());
+    tokio::task::spawn_blocking(move || parse_body(&ct, &body))
+        .await
+        .map_err(|e| ApiError::internal(format!("decoding the body: {e}")))?
 }
 
 fn field_manager(q: &Query, headers: &HeaderMap) -> String {
@@ -236,7 +260,7 @@ async fn resource(
             if p.namespace.is_none() && res.namespaced {
                 return Err(ApiError::path_not_found());
             }
-            let obj = parse_body(&ct, &body)?;
+            let obj = decode_body(&ct, &body).await?;
             let out = core.create(&res, &ns, obj, &opts).await?;
             Ok(with_warnings(
                 json_response(StatusCode::CREATED, out),
@@ -244,7 +268,7 @@ async fn resource(
             ))
         }
         (Method::PUT, Some(name)) => {
-            let obj = parse_body(&ct, &body)?;
+            let obj = decode_body(&ct, &body).await?;
             let out = core.update(&res, &ns, &name, obj, &opts).await?;
             Ok(with_warnings(json_response(StatusCode::OK, out), &opts))
         }
@@ -253,9 +277,9 @@ async fn resource(
                 return Err(ApiError::unsupported_media_type(&ct));
             };
             let patch = if kind == PatchKind::Apply {
-                parse_body("application/yaml", &body)?
+                decode_body("application/yaml", &body).await?
             } else {
-                parse_body("application/json", &body)?
+                decode_body("application/json", &body).await?
             };
             let out = core.patch(&res, &ns, &name, kind, patch, &opts).await?;
             Ok(with_warnings(json_response(StatusCode::OK, out), &opts))

@@ -48,6 +48,7 @@ mod render;
 mod request;
 mod reviews;
 mod server;
+mod shares;
 mod state;
 mod status;
 pub mod store;

@@ -17,6 +17,7 @@ use crate::authz::PolicyCache;
 use crate::files;
 use crate::objects::WriteOpts;
 use crate::registry::{self, Registry};
+use crate::shares::ConnOwner;
 use crate::state::{Core, Limits};
 use crate::status::ApiError;
 use crate::store::{HistoryLimits, Store, StoreError};
@@ -180,6 +181,7 @@ impl ApiServer {
             audit: Some(audit),
             limits: config.limits.clone(),
             in_flight: Default::default(),
+            connections: Default::default(),
             shutdown,
             gc: Notify::new(),
             validators: config.validators.clone(),
@@ -332,10 +334,13 @@ impl ApiServer {
                             .and_then(|c| c.first())
                             .and_then(|c| authn::identity_from_cert(c.as_ref()))
                             .map(Arc::new);
-                        let router = router.layer(axum::Extension(PeerIdentity(peer)));
+                        let router = router
+                            .layer(axum::Extension(PeerIdentity(peer)))
+                            .layer(axum::Extension(ConnOwner::default()));
                         serve_conn(TokioIo::new(tls), router, shutdown, header_timeout).await
                     }
                     None => {
+                        let router = router.layer(axum::Extension(ConnOwner::default()));
                         serve_conn(TokioIo::new(stream), router, shutdown, header_timeout).await
                     }
                 }

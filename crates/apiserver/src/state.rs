@@ -21,6 +21,8 @@ pub struct Core {
     pub limits: Limits,
     /// Requests in flight, for [`Limits::max_in_flight`].
     pub in_flight: std::sync::atomic::AtomicUsize,
+    /// Connections held per user, for [`Limits::max_connections_per_user`].
+    pub connections: std::sync::Arc<crate::shares::UserConnections>,
     pub shutdown: watch::Receiver<bool>,
     /// Pokes the garbage collector after deletions.
     pub gc: Notify,
@@ -55,6 +57,9 @@ impl std::fmt::Debug for Validator {
 pub struct Limits {
     /// Open connections; further ones wait in the listen backlog.
     pub max_connections: usize,
+    /// Connections one user may hold (each watch holds one); a quarter of
+    /// [`Limits::max_connections`] by default, so one identity never holds them all.
+    pub max_connections_per_user: usize,
     /// Requests being served at once (watches excepted, as kube-apiserver's
     /// max-requests-inflight); more get 429 with Retry-After.
     pub max_in_flight: usize,
@@ -66,10 +71,24 @@ pub struct Limits {
     pub header_read_timeout: std::time::Duration,
 }
 
+impl Limits {
+    /// What users other than `system:masters` may hold of the connections.
+    pub fn shares(&self) -> crate::shares::Shares {
+        crate::shares::Shares {
+            per_user: self.max_connections_per_user,
+            total: self
+                .max_connections
+                .saturating_sub(crate::shares::RESERVED)
+                .max(1),
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_connections: 4096,
+            max_connections_per_user: 1024,
             max_in_flight: 600,
             request_timeout: std::time::Duration::from_secs(60),
             tls_handshake_timeout: std::time::Duration::from_secs(10),

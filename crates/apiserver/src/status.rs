@@ -183,6 +183,19 @@ impl ApiError {
         e
     }
 
+    /// 429 for a user who already holds their share of the server's connections.
+    pub fn too_many_connections(share: usize) -> Self {
+        let mut e = Self::new(
+            429,
+            "TooManyRequests",
+            format!(
+                "Too many requests, please try again later: this user already holds {share} connections (watches included), its share of the server"
+            ),
+        );
+        e.retry_after = Some(1);
+        e
+    }
+
     /// 504 for a request that did not finish within the request timeout.
     pub fn timeout() -> Self {
         Self::new(

@@ -39,6 +39,14 @@ pub struct Args {
     /// Requests served at once (watches excepted); more get 429 with Retry-After.
     #[arg(long, default_value_t = 600)]
     max_requests_inflight: usize,
+    /// Open client connections (each watch holds one); further ones wait to be accepted.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(128..=1_000_000))]
+    max_connections: u64,
+    /// Connections one user may hold; more are answered 429 and closed. `system:masters` is
+    /// not counted and always has 64 connections kept free. Default: a quarter of
+    /// --max-connections.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections_per_user: Option<u64>,
     /// Seconds a request (watches excepted) may take before it ends with 504.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     request_timeout: u64,
@@ -65,6 +73,10 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     config.auth = !args.insecure_no_auth;
     config.tls_names = args.tls_sans.clone();
     config.limits.max_in_flight = args.max_requests_inflight.max(1);
+    config.limits.max_connections = args.max_connections as usize;
+    config.limits.max_connections_per_user = args
+        .max_connections_per_user
+        .map_or(config.limits.max_connections / 4, |n| n as usize);
     config.limits.request_timeout = std::time::Duration::from_secs(args.request_timeout);
     config.validators.push(host_webhook());
     let ip = args.listen.ip();
