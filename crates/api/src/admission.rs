@@ -130,6 +130,88 @@ pub fn check_host(new: &Value, old: Option<&Value>) -> Vec<Problem> {
     out
 }
 
+/// A reference at `pointer` to another namespace than the object's own, new or changed:
+/// the controllers act for whoever can write the object, who may not be allowed to read (or
+/// use) what the other namespace holds.
+fn cross_namespace(
+    new: &Value,
+    old: Option<&Value>,
+    pointer: &str,
+    field: &str,
+    what: &str,
+) -> Option<Problem> {
+    let namespace = str_at(new, "/metadata/namespace");
+    let other = str_at(new, pointer);
+    let unchanged = old.is_some_and(|o| str_at(o, pointer) == other);
+    (!other.is_empty() && other != namespace && !unchanged).then(|| {
+        problem(
+            field,
+            format!(
+                "Invalid value: {other:?}: {what} must be in the object's own namespace {namespace:?}; cross-namespace references are not allowed"
+            ),
+        )
+    })
+}
+
+/// Rufio `Machine`: its credentials Secret is in its own namespace. Upstream Rufio reads any
+/// namespace (it assumes a cluster-wide operator); here a namespace's users may create
+/// Machines, and must not be able to send another namespace's BMC password to an address of
+/// their choosing.
+pub fn check_rufio_machine(new: &Value, old: Option<&Value>) -> Vec<Problem> {
+    cross_namespace(
+        new,
+        old,
+        "/spec/connection/authSecretRef/namespace",
+        "spec.connection.authSecretRef.namespace",
+        "the BMC credentials Secret",
+    )
+    .into_iter()
+    .collect()
+}
+
+/// Rufio `Job`: the Machine it acts on is in its own namespace.
+pub fn check_rufio_job(new: &Value, old: Option<&Value>) -> Vec<Problem> {
+    cross_namespace(
+        new,
+        old,
+        "/spec/machineRef/namespace",
+        "spec.machineRef.namespace",
+        "the Machine",
+    )
+    .into_iter()
+    .collect()
+}
+
+/// Rufio `Task`: its credentials Secret is in its own namespace.
+pub fn check_rufio_task(new: &Value, old: Option<&Value>) -> Vec<Problem> {
+    cross_namespace(
+        new,
+        old,
+        "/spec/connection/authSecretRef/namespace",
+        "spec.connection.authSecretRef.namespace",
+        "the BMC credentials Secret",
+    )
+    .into_iter()
+    .collect()
+}
+
+/// HostClaim: `image.ociAuthSecretName` would be read in the host's namespace, not the
+/// claim's, so a tenant could name any infrastructure Secret; it is not passed on.
+pub fn check_claim(new: &Value, old: Option<&Value>) -> Vec<Problem> {
+    let pointer = "/spec/image/ociAuthSecretName";
+    let name = str_at(new, pointer);
+    let unchanged = old.is_some_and(|o| str_at(o, pointer) == name);
+    if name.is_empty() || unchanged {
+        return Vec::new();
+    }
+    vec![problem(
+        "spec.image.ociAuthSecretName",
+        format!(
+            "Forbidden: {name:?}: a HostClaim cannot name registry credentials (the Secret would be looked up in the host's namespace, not the claim's); use an image that needs none"
+        ),
+    )]
+}
+
 fn status_annotation(value: &str) -> Option<String> {
     if value.is_empty() {
         return None;
@@ -360,5 +442,37 @@ mod tests {
         assert_eq!(check_host(&bad, Some(&bad)), vec![]);
         let changed = host(json!({ann::REBOOT: "junk2"}), json!({}));
         assert_eq!(check_host(&changed, Some(&bad)).len(), 1);
+    }
+
+    #[test]
+    fn rufio_references_stay_in_the_objects_namespace() {
+        let machine = |ns: &str| {
+            json!({"metadata": {"name": "m", "namespace": "team-x"},
+                   "spec": {"connection": {"host": "h", "authSecretRef": {"name": "bmc", "namespace": ns}}}})
+        };
+        assert!(check_rufio_machine(&machine("team-x"), None).is_empty());
+        assert!(check_rufio_machine(&machine(""), None).is_empty());
+        let p = check_rufio_machine(&machine("infra"), None);
+        assert_eq!(p[0].field, "spec.connection.authSecretRef.namespace");
+        assert!(p[0].message.contains("\"infra\"") && p[0].message.contains("cross-namespace"));
+        // An object stored before the check can still be written (finalizers, annotations).
+        assert!(check_rufio_machine(&machine("infra"), Some(&machine("infra"))).is_empty());
+        assert_eq!(check_rufio_task(&machine("infra"), None).len(), 1);
+        let job = json!({"metadata": {"name": "j", "namespace": "ops"},
+                         "spec": {"machineRef": {"name": "m3", "namespace": "infra"}, "tasks": []}});
+        assert_eq!(
+            check_rufio_job(&job, None)[0].field,
+            "spec.machineRef.namespace"
+        );
+    }
+
+    #[test]
+    fn a_claim_cannot_name_registry_credentials() {
+        let claim = json!({"metadata": {"name": "c", "namespace": "t"},
+                           "spec": {"image": {"url": "oci://r/i", "ociAuthSecretName": "node-2-bmc"}}});
+        let p = check_claim(&claim, None);
+        assert_eq!(p[0].field, "spec.image.ociAuthSecretName");
+        assert!(p[0].message.contains("node-2-bmc"));
+        assert!(check_claim(&json!({"spec": {"image": {"url": "oci://r/i"}}}), None).is_empty());
     }
 }

@@ -126,6 +126,16 @@ pub fn allowed(
         .allowed
 }
 
+/// The namespace and name of a ServiceAccount user name, as kube-apiserver splits it: exactly
+/// `system:serviceaccount:NS:NAME` with a valid namespace and name. Anything else (an empty
+/// part, a third colon) is an ordinary user name, which gets no ServiceAccount groups.
+fn service_account(user: &str) -> Option<(&str, &str)> {
+    let (ns, name) = user.strip_prefix(SA_PREFIX)?.split_once(':')?;
+    let valid = crate::meta::dns_label_errors(ns).is_empty()
+        && crate::meta::dns_subdomain_errors(name).is_empty();
+    valid.then_some((ns, name))
+}
+
 /// Applies `Impersonate-User` / `Impersonate-Group` headers: the caller needs `impersonate` on
 /// the users, groups or serviceaccounts named, as on kube-apiserver.
 pub fn impersonate(
@@ -157,10 +167,7 @@ pub fn impersonate(
             caller.name
         ))
     };
-    let ok = match target
-        .strip_prefix(SA_PREFIX)
-        .and_then(|r| r.split_once(':'))
-    {
+    let ok = match service_account(target) {
         Some((ns, name)) => allowed(
             policy,
             &caller,
@@ -180,10 +187,7 @@ pub fn impersonate(
             return Err(deny("groups", g));
         }
     }
-    let mut out = match target
-        .strip_prefix(SA_PREFIX)
-        .and_then(|r| r.split_once(':'))
-    {
+    let mut out = match service_account(target) {
         Some((ns, name)) if groups.is_empty() => authn::service_account_user(ns, name),
         _ => UserInfo {
             name: target.clone(),
@@ -194,4 +198,27 @@ pub fn impersonate(
         out.groups.push(authn::AUTHENTICATED.into());
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::service_account;
+
+    #[test]
+    fn only_well_formed_service_account_names_are_service_accounts() {
+        assert_eq!(
+            service_account("system:serviceaccount:dev:robot"),
+            Some(("dev", "robot"))
+        );
+        for not_one in [
+            "system:serviceaccount:dev:x:y",
+            "system:serviceaccount:dev:",
+            "system:serviceaccount::x",
+            "system:serviceaccount:dev",
+            "system:serviceaccount:Dev:x",
+            "alice",
+        ] {
+            assert_eq!(service_account(not_one), None, "{not_one}");
+        }
+    }
 }

@@ -35,6 +35,8 @@ pub struct ControllerConfig {
     pub breaker_threshold: u32,
     /// Serve Tinkerbell Rufio's Machine, Job and Task (off where Rufio itself runs).
     pub rufio: bool,
+    /// The API servers remote claims' kubeconfigs may name.
+    pub remote_servers: crate::remote::servers::ServerPolicy,
 }
 
 impl Default for ControllerConfig {
@@ -55,6 +57,7 @@ impl Default for ControllerConfig {
             bmc_concurrency: 4,
             breaker_threshold: 3,
             rufio: true,
+            remote_servers: Default::default(),
         }
     }
 }

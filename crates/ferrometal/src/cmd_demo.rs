@@ -125,6 +125,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         deploy_ramdisk_url: None,
         deploy_iso_url: None,
         no_rufio: false,
+        remote_claim_servers: Vec::new(),
     };
     let controllers = tokio::spawn(controllers::run(
         client.clone(),

@@ -1,6 +1,7 @@
 //! `ferrometal serve`: the embedded API server, with the controllers in the same process unless
 //! `--no-controllers`.
 
+use serde_json::Value;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -78,7 +79,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         .max_connections_per_user
         .map_or(config.limits.max_connections / 4, |n| n as usize);
     config.limits.request_timeout = std::time::Duration::from_secs(args.request_timeout);
-    config.validators.push(host_webhook());
+    config.validators.extend(webhooks());
     let ip = args.listen.ip();
     if !ip.is_unspecified() && !ip.is_loopback() {
         config.tls_names.push(ip.to_string());
@@ -188,17 +189,29 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-/// metal3's webhook rules that CEL cannot hold (annotation JSON, namespaces), run by the
-/// embedded API server on every BareMetalHost write.
-fn host_webhook() -> ferrometal_apiserver::Validator {
-    ferrometal_apiserver::Validator {
-        group: "metal3.io".into(),
-        resource: "baremetalhosts".into(),
-        check: std::sync::Arc::new(|new, old| {
-            ferrometal_api::admission::check_host(new, old)
-                .into_iter()
-                .map(|p| (p.field, p.message))
-                .collect()
-        }),
-    }
+/// Admission rules a CRD schema cannot hold (annotation JSON, namespaces), run by the embedded
+/// API server on every create and update, as kube-apiserver calls a validating webhook:
+/// metal3's for BareMetalHosts, and the namespace boundaries of Rufio objects and claims.
+fn webhooks() -> Vec<ferrometal_apiserver::Validator> {
+    use ferrometal_api::admission as a;
+    let rules: [(&str, &str, fn(&Value, Option<&Value>) -> Vec<a::Problem>); 5] = [
+        ("metal3.io", "baremetalhosts", a::check_host),
+        ("metal3.io", "hostclaims", a::check_claim),
+        ("bmc.tinkerbell.org", "machines", a::check_rufio_machine),
+        ("bmc.tinkerbell.org", "jobs", a::check_rufio_job),
+        ("bmc.tinkerbell.org", "tasks", a::check_rufio_task),
+    ];
+    rules
+        .into_iter()
+        .map(|(group, resource, check)| ferrometal_apiserver::Validator {
+            group: group.into(),
+            resource: resource.into(),
+            check: std::sync::Arc::new(move |new, old| {
+                check(new, old)
+                    .into_iter()
+                    .map(|p| (p.field, p.message))
+                    .collect()
+            }),
+        })
+        .collect()
 }

@@ -92,6 +92,11 @@ pub struct ControllerArgs {
     /// Do not serve Tinkerbell Rufio's Machine/Job/Task (where Rufio itself runs).
     #[arg(long)]
     pub no_rufio: bool,
+    /// The only API servers remote HostClaims' kubeconfigs may name (HOST or HOST:PORT,
+    /// comma-separated). Default: any https:// server except loopback and link-local
+    /// addresses.
+    #[arg(long, value_delimiter = ',')]
+    pub remote_claim_servers: Vec<String>,
 }
 
 /// BMC requests sent, counted by the BMC layer's own observer; shown on /metrics.
@@ -126,6 +131,9 @@ impl ControllerArgs {
             backoff_base: Duration::from_secs(self.error_backoff.max(1)),
             max_provisioning_retries: self.max_provisioning_retries,
             rufio: !self.no_rufio,
+            remote_servers: ferrometal_controller::remote::servers::ServerPolicy {
+                allow: self.remote_claim_servers.clone(),
+            },
             bmc_concurrency: self.bmc_concurrency.max(1),
             breaker_threshold: self.bmc_breaker_threshold,
             ..ControllerConfig::default()

@@ -14,7 +14,9 @@ use ferrometal_test_support::peers::{FileServer, Sushy};
 use serde_json::Value;
 use serve_common::{Serve, free_port, serve};
 
-const SERVE_ARGS: [&str; 6] = [
+const SERVE_ARGS: [&str; 8] = [
+    "--remote-claim-servers",
+    "127.0.0.1",
     "--power-poll-interval",
     "2",
     "--error-backoff",

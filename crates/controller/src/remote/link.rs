@@ -18,6 +18,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::servers::ServerPolicy;
+
 /// The largest kubeconfig read from a Secret.
 const MAX_KUBECONFIG: usize = 256 * 1024;
 /// A silent remote API server fails a connection attempt after this long.
@@ -62,14 +64,20 @@ pub struct Links {
     wake: UnboundedSender<ObjectRef<HostClaim>>,
     /// This cluster's claims, to wake the ones using a link that fails.
     claims: Store<HostClaim>,
+    servers: ServerPolicy,
 }
 
 impl Links {
-    pub fn new(wake: UnboundedSender<ObjectRef<HostClaim>>, claims: Store<HostClaim>) -> Links {
+    pub fn new(
+        wake: UnboundedSender<ObjectRef<HostClaim>>,
+        claims: Store<HostClaim>,
+        servers: ServerPolicy,
+    ) -> Links {
         Links {
             links: Mutex::default(),
             wake,
             claims,
+            servers,
         }
     }
 
@@ -114,6 +122,9 @@ impl Links {
         }
         let (config, mirror_ns) = client_config(&text, name, claim_namespace).await?;
         let server = config.cluster_url.to_string();
+        self.servers
+            .check(&server)
+            .map_err(|why| link_error(format!("Secret {name:?}: kubeconfig: {why}")))?;
         let client = kube::Client::try_from(config)
             .map_err(|e| link_error(format!("Secret {name:?}: kubeconfig: {e}")))?;
         let watch = tokio::spawn(watch_mirrors(

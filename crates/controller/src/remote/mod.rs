@@ -9,6 +9,7 @@
 pub mod decide;
 pub mod link;
 pub mod reconcile;
+pub mod servers;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -48,7 +49,7 @@ pub async fn run(
     let ctx = Arc::new(RemoteContext {
         events: EventPublisher::new(client.clone(), config.reporter.clone()),
         client: client.clone(),
-        links: link::Links::new(wake, claims.clone()),
+        links: link::Links::new(wake, claims.clone(), config.remote_servers.clone()),
     });
     let woken = futures::stream::unfold(
         woken,

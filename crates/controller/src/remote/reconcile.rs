@@ -49,16 +49,34 @@ pub fn error_policy(claim: Arc<HostClaim>, error: &Error, _ctx: Arc<RemoteContex
     Action::requeue(Duration::from_secs(1) + jitter())
 }
 
+/// The reason kube-rs gives an error answer that was not a Kubernetes Status.
+const NOT_A_STATUS: &str = "Failed to parse error data";
+
 /// A failure talking to the remote cluster: (condition reason, message).
+///
+/// A transport failure says no more than "cannot reach": whether a port refused, timed out
+/// or spoke something else would make claims a port scanner for whoever writes the
+/// kubeconfig. The detail goes to this process's log, for the cluster's administrators.
 fn remote_failure(link: &Link, e: &kube::Error) -> (&'static str, String) {
+    tracing::debug!(server = %link.server, error = %e, "remote cluster request failed");
     match e {
-        kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 429 => (
-            c::REMOTE_REFUSED,
-            format!("the remote cluster {} refused: {}", link.server, s.message),
-        ),
+        // Only a Kubernetes Status is quoted: kube-rs turns any other error body into a
+        // message, and that would let a kubeconfig read what an internal service answers.
+        kube::Error::Api(s)
+            if (400..500).contains(&s.code) && s.code != 429 && s.reason != NOT_A_STATUS =>
+        {
+            (
+                c::REMOTE_REFUSED,
+                format!(
+                    "the remote cluster {} refused: {}",
+                    link.server,
+                    s.message.chars().take(300).collect::<String>()
+                ),
+            )
+        }
         _ => (
             c::REMOTE_UNREACHABLE,
-            format!("cannot reach the remote cluster {}: {e}", link.server),
+            format!("cannot reach the remote cluster {}", link.server),
         ),
     }
 }

@@ -43,11 +43,15 @@ async fn connect(
     let Some(r) = &conn.auth_secret_ref else {
         return Err("connection.authSecretRef is not set".into());
     };
-    let ns = r
-        .namespace
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .unwrap_or(namespace);
+    // Only the object's own namespace: whoever can write a Machine or Task must not get
+    // another namespace's password sent to an address of their choosing (admission refuses
+    // these too, where this process serves the API).
+    let ns = namespace;
+    if let Some(other) = r.namespace.as_deref().filter(|n| !n.is_empty() && *n != ns) {
+        return Err(format!(
+            "connection.authSecretRef.namespace {other:?} is not the object's namespace {ns:?}: Secrets in other namespaces are never read"
+        ));
+    }
     let name = r.name.as_deref().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
     let secret = secrets
@@ -151,11 +155,19 @@ pub async fn job(j: Arc<Job>, ctx: Arc<RufioContext>) -> Result<Requeue, Error> 
         return Ok(Requeue::requeue(Duration::ZERO));
     }
     let mref = &j.spec.machine_ref;
-    let mns = if mref.namespace.is_empty() {
-        ns.as_str()
-    } else {
-        mref.namespace.as_str()
-    };
+    let mns = ns.as_str();
+    // Another namespace's Machine is never acted on, nor its connection copied into a Task
+    // here, where this Job's users could read it.
+    if !mref.namespace.is_empty() && mref.namespace != mns {
+        rufio::set(&mut status.conditions, "Running", false, "", None);
+        let m = format!(
+            "machineRef.namespace {:?} is not the Job's namespace {mns:?}: Machines in other namespaces are never used",
+            mref.namespace
+        );
+        rufio::set(&mut status.conditions, "Failed", true, &m, None);
+        write(status).await?;
+        return Ok(Requeue::await_change());
+    }
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), mns);
     let Some(machine) = machines.get_opt(&mref.name).await? else {
         rufio::set(&mut status.conditions, "Running", false, "", None);
