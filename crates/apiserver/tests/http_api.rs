@@ -10,6 +10,22 @@ fn parse(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
 }
 
+const JSON: &str = "application/json";
+const MERGE: &str = "application/merge-patch+json";
+
+/// One request with the admin token and a JSON body (none for `Value::Null`); the status and
+/// the JSON answer.
+async fn call(srv: &TestServer, method: &str, path: &str, ct: &str, body: &Value) -> (u16, Value) {
+    let t = srv.token();
+    let body = if body.is_null() {
+        Vec::new()
+    } else {
+        body.to_string().into_bytes()
+    };
+    let (code, text) = raw(srv.addr, method, path, Some(&t), ct, &body).await;
+    (code, parse(&text))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_rejected_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -471,5 +487,153 @@ async fn delete_preconditions_and_finalizers() {
     assert_eq!(code, 200);
     let (code, _) = raw(srv.addr, "GET", &one, tok, "application/json", b"").await;
     assert_eq!(code, 404);
+    srv.stop().await;
+}
+
+/// What kube-apiserver never lets an update change: a binding's roleRef and a Secret's type
+/// (defaulted to Opaque when not given). Refused updates write nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn role_ref_and_secret_type_are_immutable() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(dir.path(), "127.0.0.1:0", false).await;
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let role_ref = |name: &str| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name});
+    let user = |name: &str| json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": name}]);
+    for (coll, kind) in [
+        (format!("{rbac}/clusterrolebindings"), "ClusterRoleBinding"),
+        (
+            format!("{rbac}/namespaces/default/rolebindings"),
+            "RoleBinding",
+        ),
+    ] {
+        let b = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
+            "metadata": {"name": "b"}, "roleRef": role_ref("view"), "subjects": user("alice"),
+        });
+        let (code, created) = call(&srv, "POST", &coll, JSON, &b).await;
+        assert_eq!(code, 201, "{created}");
+        let one = format!("{coll}/b");
+        let before = srv.api.revision();
+        let mut changed = created.clone();
+        changed["roleRef"] = role_ref("edit");
+        let (code, st) = call(&srv, "PUT", &one, JSON, &changed).await;
+        assert_eq!(code, 422, "{st}");
+        assert_eq!(st["reason"], "Invalid");
+        assert_eq!(st["details"]["causes"][0]["field"], "roleRef");
+        assert_eq!(
+            st["message"],
+            format!(
+                "{kind}.rbac.authorization.k8s.io \"b\" is invalid: roleRef: Invalid value: \
+                 rbac.RoleRef{{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", \
+                 Name:\"edit\"}}: cannot change roleRef"
+            )
+        );
+        let patch = json!({"roleRef": {"name": "edit"}});
+        let (code, st) = call(&srv, "PATCH", &one, MERGE, &patch).await;
+        assert_eq!(code, 422, "{st}");
+        assert_eq!(st["details"]["causes"][0]["field"], "roleRef");
+        assert_eq!(srv.api.revision(), before, "nothing was written");
+        // The rest of the binding still changes.
+        let (code, st) = call(
+            &srv,
+            "PATCH",
+            &one,
+            MERGE,
+            &json!({"subjects": user("bob")}),
+        )
+        .await;
+        assert_eq!(code, 200, "{st}");
+        let (_, got) = call(&srv, "GET", &one, JSON, &Value::Null).await;
+        assert_eq!(
+            (&got["roleRef"], &got["subjects"]),
+            (&role_ref("view"), &user("bob"))
+        );
+    }
+
+    let secrets = "/api/v1/namespaces/default/secrets";
+    for (name, ty) in [
+        ("absent", None),
+        ("null", Some(Value::Null)),
+        ("empty", Some(json!(""))),
+    ] {
+        let mut s = json!({"metadata": {"name": name}, "data": {"k": "dg=="}});
+        if let Some(t) = ty {
+            s["type"] = t;
+        }
+        let (code, created) = call(&srv, "POST", secrets, JSON, &s).await;
+        assert_eq!(
+            (code, &created["type"]),
+            (201, &json!("Opaque")),
+            "{created}"
+        );
+        let (_, got) = call(
+            &srv,
+            "GET",
+            &format!("{secrets}/{name}"),
+            JSON,
+            &Value::Null,
+        )
+        .await;
+        assert_eq!(got["type"], "Opaque", "{got}");
+    }
+    let custom =
+        json!({"metadata": {"name": "c"}, "type": "example.com/custom", "data": {"k": "dg=="}});
+    let (code, created) = call(&srv, "POST", secrets, JSON, &custom).await;
+    assert_eq!(
+        (code, &created["type"]),
+        (201, &json!("example.com/custom"))
+    );
+    let one = format!("{secrets}/c");
+    let before = srv.api.revision();
+    let mut retyped = created.clone();
+    retyped["type"] = json!("Opaque");
+    let (code, st) = call(&srv, "PUT", &one, JSON, &retyped).await;
+    assert_eq!(code, 422, "{st}");
+    assert_eq!(st["details"]["causes"][0]["field"], "type");
+    assert_eq!(
+        st["message"],
+        "Secret \"c\" is invalid: type: Invalid value: \"Opaque\": field is immutable"
+    );
+    // Leaving the type out defaults it to Opaque, which is a change too.
+    retyped.as_object_mut().unwrap().remove("type");
+    let (code, st) = call(&srv, "PUT", &one, JSON, &retyped).await;
+    assert_eq!(
+        (code, &st["details"]["causes"][0]["field"]),
+        (422, &json!("type")),
+        "{st}"
+    );
+    let patch = json!({"type": "kubernetes.io/tls"});
+    let (code, st) = call(&srv, "PATCH", &one, MERGE, &patch).await;
+    assert_eq!(
+        (code, &st["details"]["causes"][0]["field"]),
+        (422, &json!("type")),
+        "{st}"
+    );
+    assert_eq!(srv.api.revision(), before, "nothing was written");
+    let (code, st) = call(&srv, "PATCH", &one, MERGE, &json!({"data": {"k2": "dw=="}})).await;
+    assert_eq!(code, 200, "{st}");
+    let (_, got) = call(&srv, "GET", &one, JSON, &Value::Null).await;
+    assert_eq!(
+        (&got["type"], &got["data"]["k"]),
+        (&json!("example.com/custom"), &json!("dg=="))
+    );
+
+    // The server's own reconciling of autoupdate bindings replaces one whose roleRef moved.
+    let manifest = |role: &str| {
+        format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: auto\n  annotations:\n    rbac.authorization.kubernetes.io/autoupdate: \"true\"\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}\nsubjects: [{{kind: User, apiGroup: rbac.authorization.k8s.io, name: alice}}]\n"
+        )
+    };
+    srv.api
+        .install_yaml(&manifest("view"), "test")
+        .await
+        .unwrap();
+    srv.api
+        .install_yaml(&manifest("edit"), "test")
+        .await
+        .unwrap();
+    let auto = format!("{rbac}/clusterrolebindings/auto");
+    let (_, got) = call(&srv, "GET", &auto, JSON, &Value::Null).await;
+    assert_eq!(got["roleRef"], role_ref("edit"), "{got}");
     srv.stop().await;
 }
