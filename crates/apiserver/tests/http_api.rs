@@ -637,3 +637,60 @@ async fn role_ref_and_secret_type_are_immutable() {
     assert_eq!(got["roleRef"], role_ref("edit"), "{got}");
     srv.stop().await;
 }
+
+/// Annotations are bounded to 256 KiB in total (keys and values), on create and update and
+/// for every kind, with kube-apiserver's 422; a refused write leaves the object as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotations_total_size_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(dir.path(), "127.0.0.1:0", false).await;
+    install_widgets(&srv.api.client()).await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let limit = 262_144;
+    // Exactly at the limit: key "a" and a value one byte shorter.
+    let at_limit =
+        json!({"metadata": {"name": "fits", "annotations": {"a": "x".repeat(limit - 1)}}});
+    let (code, st) = call(&srv, "POST", cms, JSON, &at_limit).await;
+    assert_eq!(code, 201, "{}", st["message"]);
+
+    let before = srv.api.revision();
+    let big = "x".repeat(300_000);
+    let too_big = json!({"metadata": {"name": "big", "annotations": {"a": big}}});
+    let (code, st) = call(&srv, "POST", cms, JSON, &too_big).await;
+    assert_eq!(code, 422, "{}", st["message"]);
+    assert_eq!(
+        st["message"],
+        "ConfigMap \"big\" is invalid: metadata.annotations: Too long: must have at most 262144 bytes"
+    );
+    assert_eq!(
+        st["details"]["causes"][0],
+        json!({"reason": "FieldValueTooLong", "field": "metadata.annotations",
+               "message": "Too long: must have at most 262144 bytes"})
+    );
+    // Many small ones add up the same way.
+    let many: serde_json::Map<String, Value> = (0..300)
+        .map(|i| (format!("k{i}"), json!("y".repeat(1000))))
+        .collect();
+    let too_many = json!({"metadata": {"name": "many", "annotations": many}});
+    let (code, st) = call(&srv, "POST", cms, JSON, &too_many).await;
+    assert_eq!(code, 422, "{}", st["message"]);
+    // One byte more on the object at the limit.
+    let one_more = json!({"metadata": {"annotations": {"b": ""}}});
+    let (code, st) = call(&srv, "PATCH", &format!("{cms}/fits"), MERGE, &one_more).await;
+    assert_eq!(code, 422, "{}", st["message"]);
+    let w = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                   "metadata": {"name": "w", "annotations": {"a": "x".repeat(300_000)}},
+                   "spec": {"size": 1}});
+    let (code, st) = call(&srv, "POST", widgets, JSON, &w).await;
+    assert_eq!(code, 422, "{}", st["message"]);
+    assert_eq!(st["details"]["causes"][0]["field"], "metadata.annotations");
+    assert_eq!(srv.api.revision(), before, "nothing was written");
+
+    let (code, got) = call(&srv, "GET", &format!("{cms}/fits"), JSON, &Value::Null).await;
+    assert_eq!(code, 200);
+    let annotations = got["metadata"]["annotations"].as_object().unwrap();
+    assert_eq!(annotations.len(), 1);
+    assert_eq!(annotations["a"].as_str().unwrap().len(), limit - 1);
+    srv.stop().await;
+}
