@@ -694,3 +694,105 @@ async fn annotations_total_size_is_bounded() {
     assert_eq!(annotations["a"].as_str().unwrap().len(), limit - 1);
     srv.stop().await;
 }
+
+/// A resourceVersion the store has not reached: get, list and watch wait a moment for it, then
+/// answer kube-apiserver's 504 "Too large resource version" instead of hanging; a version
+/// reached during the wait is served; a non-number is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_large_resource_version_is_a_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(dir.path(), "127.0.0.1:0", false).await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let (code, _) = call(&srv, "POST", cms, JSON, &json!({"metadata": {"name": "c"}})).await;
+    assert_eq!(code, 201);
+    let rev = srv.api.revision();
+    let ahead = rev + 1000;
+    for (path, want) in [
+        (format!("{cms}?resourceVersion={}", u64::MAX), u64::MAX),
+        (
+            format!("{cms}?resourceVersion={ahead}&resourceVersionMatch=NotOlderThan"),
+            ahead,
+        ),
+        (format!("{cms}/c?resourceVersion={ahead}"), ahead),
+        (
+            format!("{cms}?watch=true&resourceVersion={}", u64::MAX),
+            u64::MAX,
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let (code, st) = call(&srv, "GET", &path, JSON, &Value::Null).await;
+        let took = started.elapsed();
+        assert_eq!(code, 504, "{path}: {st}");
+        assert!(
+            took.as_secs_f64() > 2.5 && took.as_secs() < 10,
+            "{path}: {took:?}"
+        );
+        assert_eq!(st["reason"], "Timeout");
+        assert_eq!(
+            st["message"],
+            format!("Timeout: Too large resource version: {want}, current: {rev}")
+        );
+        assert_eq!(
+            st["details"],
+            json!({"causes": [{"reason": "ResourceVersionTooLarge",
+                               "message": "Too large resource version"}],
+                   "retryAfterSeconds": 1})
+        );
+    }
+
+    for path in [
+        format!("{cms}?resourceVersion={rev}"),
+        format!("{cms}?resourceVersion=0"),
+        format!("{cms}/c?resourceVersion={rev}"),
+    ] {
+        let (code, got) = call(&srv, "GET", &path, JSON, &Value::Null).await;
+        assert_eq!(code, 200, "{path}: {got}");
+    }
+    for path in [
+        format!("{cms}?resourceVersion=abc"),
+        format!("{cms}?resourceVersion=99999999999999999999999"),
+        format!("{cms}/c?resourceVersion=-1"),
+        format!("{cms}?watch=true&resourceVersion=abc"),
+    ] {
+        let (code, st) = call(&srv, "GET", &path, JSON, &Value::Null).await;
+        assert_eq!(
+            (code, &st["reason"]),
+            (400, &json!("BadRequest")),
+            "{path}: {st}"
+        );
+        assert!(
+            st["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("invalid resource version: "),
+            "{st}"
+        );
+    }
+
+    // A write landing during the wait is what the list was waiting for.
+    let writer = {
+        let (addr, t) = (srv.addr, srv.token());
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let body = json!({"metadata": {"name": "late"}}).to_string();
+            raw(addr, "POST", cms, Some(&t), JSON, body.as_bytes())
+                .await
+                .0
+        })
+    };
+    let started = std::time::Instant::now();
+    let path = format!("{cms}?resourceVersion={}", rev + 1);
+    let (code, list) = call(&srv, "GET", &path, JSON, &Value::Null).await;
+    assert_eq!(code, 200, "{list}");
+    assert!(started.elapsed().as_secs() < 3);
+    assert_eq!(writer.await.unwrap(), 201);
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["c", "late"]);
+    assert_eq!(srv.api.revision(), rev + 1, "only the late write");
+    srv.stop().await;
+}
