@@ -796,3 +796,88 @@ async fn too_large_resource_version_is_a_timeout() {
     assert_eq!(srv.api.revision(), rev + 1, "only the late write");
     srv.stop().await;
 }
+
+/// managedFields stay bounded however many managers write: past ten `Update` entries the
+/// oldest merge into one `ancient-changes` entry, which still owns their fields, so
+/// server-side apply conflicts with it and can force past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_managers_are_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start(dir.path(), "127.0.0.1:0", false).await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let one = format!("{cms}/many");
+    let body = json!({"metadata": {"name": "many"}, "data": {"first": "v"}});
+    let (code, _) = call(
+        &srv,
+        "POST",
+        &format!("{cms}?fieldManager=creator"),
+        JSON,
+        &body,
+    )
+    .await;
+    assert_eq!(code, 201);
+    let updates = |obj: &Value| {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["operation"] == "Update")
+            .map(|e| e["manager"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    for i in 0..50 {
+        let patch = json!({"data": {format!("k{i:02}"): "v"}});
+        let path = format!("{one}?fieldManager=m{i:02}");
+        let (code, got) = call(&srv, "PATCH", &path, MERGE, &patch).await;
+        assert_eq!(code, 200, "{got}");
+        assert!(updates(&got).len() <= 10, "after {i}: {:?}", updates(&got));
+    }
+    let (_, got) = call(&srv, "GET", &one, JSON, &Value::Null).await;
+    let managers = updates(&got);
+    assert_eq!(managers.len(), 10, "{managers:?}");
+    assert_eq!(
+        managers.iter().filter(|m| *m == "ancient-changes").count(),
+        1
+    );
+    assert!(managers.contains(&"m49".to_string()), "{managers:?}");
+    assert_eq!(got["data"].as_object().unwrap().len(), 51, "no data lost");
+
+    // Server-side apply over a field only the merged entry owns.
+    let applied =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: many\ndata:\n  k00: applied\n";
+    let t = srv.token();
+    let apply = |force: bool| {
+        let path = format!("{one}?fieldManager=applier&force={force}");
+        let t = t.clone();
+        async move {
+            let (code, body) = raw(
+                srv.addr,
+                "PATCH",
+                &path,
+                Some(&t),
+                "application/apply-patch+yaml",
+                applied.as_bytes(),
+            )
+            .await;
+            (code, parse(&body))
+        }
+    };
+    let (code, st) = apply(false).await;
+    assert_eq!(code, 409, "{st}");
+    assert!(
+        st["message"].as_str().unwrap().contains("ancient-changes"),
+        "{st}"
+    );
+    let (code, got) = apply(true).await;
+    assert_eq!(code, 200, "{got}");
+    assert_eq!(got["data"]["k00"], "applied");
+    assert_eq!(got["data"].as_object().unwrap().len(), 51);
+    let mf = got["metadata"]["managedFields"].as_array().unwrap();
+    assert!(
+        mf.iter()
+            .any(|e| e["manager"] == "applier" && e["operation"] == "Apply"),
+        "{mf:?}"
+    );
+    assert_eq!(updates(&got).len(), 10);
+    srv.stop().await;
+}
