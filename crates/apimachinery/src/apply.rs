@@ -651,10 +651,73 @@ fn without_managed_fields(obj: &Value) -> Value {
     o
 }
 
+/// kube-apiserver's DefaultMaxUpdateManagers: at most this many `Update` entries are kept.
+const MAX_UPDATE_MANAGERS: usize = 10;
+/// The manager the oldest `Update` entries are merged into beyond that, one per apiVersion.
+const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// Merges the oldest `Update` entries into an `ancient-changes` entry per apiVersion until at
+/// most [`MAX_UPDATE_MANAGERS`] remain, as kube-apiserver's capManagersManager: otherwise
+/// every distinct updater adds an entry to the object forever. The merged entry keeps the
+/// union of the fields, so ownership (and conflicts) survive the merge.
+fn cap_update_managers(entries: &mut Vec<Entry>) {
+    let mut updaters: Vec<usize> = (0..entries.len())
+        .filter(|&i| entries[i].operation == "Update")
+        .collect();
+    let mut count = updaters.len();
+    if count <= MAX_UPDATE_MANAGERS {
+        return;
+    }
+    // Oldest first, then by name; the times are RFC 3339 in UTC, which order as strings.
+    updaters.sort_by(|&a, &b| {
+        (&entries[a].time, &entries[a].manager).cmp(&(&entries[b].time, &entries[b].manager))
+    });
+    let is_bucket = |e: &Entry| {
+        e.operation == "Update" && e.manager == ANCIENT_CHANGES && e.subresource.is_empty()
+    };
+    // Per apiVersion, the entry that is (or becomes) its ancient-changes bucket; one left by
+    // an earlier cap is reused so there is never a second.
+    let mut buckets: BTreeMap<String, usize> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| is_bucket(e))
+        .map(|(i, e)| (e.api_version.clone(), i))
+        .collect();
+    let mut merged = vec![false; entries.len()];
+    for i in updaters {
+        if count <= MAX_UPDATE_MANAGERS {
+            break;
+        }
+        match buckets.get(&entries[i].api_version).copied() {
+            Some(b) if b == i => {}
+            Some(b) => {
+                let set = entries[b].set.union(&entries[i].set);
+                let time = entries[b].time.clone().max(entries[i].time.clone());
+                let bucket = &mut entries[b];
+                bucket.manager = ANCIENT_CHANGES.into();
+                bucket.subresource.clear();
+                bucket.set = set;
+                bucket.time = time;
+                merged[i] = true;
+                count -= 1;
+            }
+            None => {
+                buckets.insert(entries[i].api_version.clone(), i);
+            }
+        }
+    }
+    let mut i = 0;
+    entries.retain(|_| {
+        i += 1;
+        !merged[i - 1]
+    });
+}
+
 /// Writes entries into `metadata.managedFields`, ordered as kube-apiserver
 /// orders them (operation, time, manager, apiVersion, subresource).
 fn write_entries(obj: &mut Value, mut entries: Vec<Entry>) {
     entries.retain(|e| !e.set.is_empty());
+    cap_update_managers(&mut entries);
     entries.sort_by(|a, b| {
         (
             &a.operation,
@@ -1466,5 +1529,80 @@ mod tests {
                 record_update(None, &mut n, "m", "T", "v1", Some("status"));
             }
         }
+    }
+
+    #[test]
+    fn update_managers_are_capped_into_ancient_changes() {
+        let mut live = cm(json!({}));
+        for i in 0..50 {
+            let mut next = live.clone();
+            next["data"][format!("k{i:02}")] = json!("v");
+            // Distinct seconds, so age (not name) picks the merged ones.
+            let now = format!("2024-01-01T00:{:02}:{:02}Z", i / 60, i % 60);
+            record_update(
+                Some(&live),
+                &mut next,
+                &format!("m{i:02}"),
+                &now,
+                "v1",
+                None,
+            );
+            live = next;
+            let updates = entries(&live)
+                .into_iter()
+                .filter(|e| e["operation"] == "Update")
+                .count();
+            assert!(updates <= 10, "after {i}: {updates}");
+        }
+        let all = entries(&live);
+        let managers: Vec<&str> = all.iter().map(|e| e["manager"].as_str().unwrap()).collect();
+        assert_eq!(all.len(), 10);
+        // Nine newest updaters, and one entry holding everything older.
+        let mut want = vec!["ancient-changes".to_string()];
+        want.extend((41..50).map(|i| format!("m{i}")));
+        let mut got: Vec<String> = managers.iter().map(|m| m.to_string()).collect();
+        got.sort();
+        assert_eq!(got, want);
+        let ancient = all
+            .iter()
+            .find(|e| e["manager"] == "ancient-changes")
+            .unwrap();
+        let owned = ancient["fieldsV1"]["f:data"].as_object().unwrap();
+        assert_eq!(owned.len(), 41);
+        assert_eq!(ancient["time"], "2024-01-01T00:00:40Z");
+        assert_eq!(live["data"].as_object().unwrap().len(), 50);
+
+        // Its fields are still owned: an apply conflicts with it, unless forced.
+        let applied = cm(json!({"k00": "w"}));
+        let errs = apply(Some(&live), &applied, &opts("applier", false, "T9")).unwrap_err();
+        assert_eq!(errs[0].manager, "ancient-changes");
+        let out = apply(Some(&live), &applied, &opts("applier", true, "T9")).unwrap();
+        assert_eq!(out["data"]["k00"], "w");
+        let e = entries(&out);
+        assert!(
+            e.iter()
+                .any(|e| e["manager"] == "applier" && e["operation"] == "Apply")
+        );
+        assert_eq!(e.iter().filter(|e| e["operation"] == "Update").count(), 10);
+
+        // One more updater merges into the same bucket, not a second one.
+        let mut next = out.clone();
+        next["data"]["new"] = json!("v");
+        record_update(
+            Some(&out),
+            &mut next,
+            "late",
+            "2024-01-02T00:00:00Z",
+            "v1",
+            None,
+        );
+        let e = entries(&next);
+        assert_eq!(
+            e.iter()
+                .filter(|e| e["manager"] == "ancient-changes")
+                .count(),
+            1
+        );
+        assert_eq!(e.iter().filter(|e| e["operation"] == "Update").count(), 10);
     }
 }

@@ -244,8 +244,9 @@ async fn resource(
     };
     let name = p.name.clone();
     match (method.clone(), name) {
-        (Method::GET, Some(_)) if p.watch => watch::serve(core, &res, &p, q, render),
+        (Method::GET, Some(_)) if p.watch => watch::serve(core, &res, &p, q, render).await,
         (Method::GET, Some(name)) => {
+            core.wait_for_resource_version(q).await?;
             let store_ns = if res.namespaced { ns.as_str() } else { "" };
             let Some(obj) = core.store.get(&res.key, store_ns, &name) else {
                 return Err(ApiError::not_found(&res.target(&name)));
@@ -253,9 +254,12 @@ async fn resource(
             Ok(render_one(&res, &obj, render))
         }
         (Method::GET, None) if p.watch || flag(q, "watch") => {
-            watch::serve(core, &res, &p, q, render)
+            watch::serve(core, &res, &p, q, render).await
         }
-        (Method::GET, None) => objects::list(core, &res, p.namespace.as_deref(), q, render),
+        (Method::GET, None) => {
+            core.wait_for_resource_version(q).await?;
+            objects::list(core, &res, p.namespace.as_deref(), q, render)
+        }
         (Method::POST, None) => {
             if p.namespace.is_none() && res.namespaced {
                 return Err(ApiError::path_not_found());

@@ -154,6 +154,18 @@ pub fn authz_namespace(p: &ResPath) -> &str {
     }
 }
 
+/// The `resourceVersion` a read asks for: `None` when absent, empty or "0" (any version will
+/// do); a non-number is a 400.
+pub fn resource_version(q: &Query) -> Result<Option<u64>, ApiError> {
+    match q.get("resourceVersion").map(String::as_str) {
+        None | Some("") | Some("0") => Ok(None),
+        Some(rv) => rv
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}"))),
+    }
+}
+
 /// Label and field selectors from the query; malformed ones are a 400.
 pub fn selectors(q: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
     let labels = LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))

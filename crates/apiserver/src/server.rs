@@ -478,7 +478,16 @@ impl Core {
             let differs = ["rules", "aggregationRule", "subjects", "roleRef"]
                 .iter()
                 .any(|k| current.get(*k) != obj.get(*k));
-            if autoupdate && differs {
+            if autoupdate && current.get("roleRef") != obj.get("roleRef") {
+                // roleRef is immutable: the binding is replaced, as kube-apiserver's
+                // reconciler does.
+                match self.delete(&res, &ns, &name, &Default::default()).await {
+                    Ok(_) => {}
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+                self.create(&res, &ns, obj, &opts).await?;
+            } else if autoupdate && differs {
                 let mut new = obj;
                 new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
                 self.update(&res, &ns, &name, new, &opts).await?;

@@ -8,6 +8,8 @@ use crate::audit::Audit;
 use crate::authn::Authenticator;
 use crate::authz::PolicyCache;
 use crate::registry::Registry;
+use crate::request::Query;
+use crate::status::ApiError;
 use crate::store::Store;
 
 /// Everything request handlers share.
@@ -94,5 +96,24 @@ impl Default for Limits {
             tls_handshake_timeout: std::time::Duration::from_secs(10),
             header_read_timeout: std::time::Duration::from_secs(30),
         }
+    }
+}
+
+/// How long a read waits for a `resourceVersion` the store has not reached yet, as
+/// kube-apiserver's watch cache does before answering "Too large resource version".
+const TOO_LARGE_RV_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+impl Core {
+    /// Waits until the store has reached the request's `resourceVersion`: a get, list or watch
+    /// must not answer from before the version it was given, nor hang on one that may never
+    /// come (504 after the wait).
+    pub async fn wait_for_resource_version(&self, q: &Query) -> Result<(), ApiError> {
+        let Some(rv) = crate::request::resource_version(q)? else {
+            return Ok(());
+        };
+        self.store
+            .wait_for(rv, TOO_LARGE_RV_WAIT)
+            .await
+            .map_err(|current| ApiError::too_large_resource_version(rv, current))
     }
 }

@@ -205,6 +205,23 @@ impl ApiError {
         )
     }
 
+    /// 504 for a `resourceVersion` the store has not reached, as kube-apiserver's watch cache
+    /// answers after its wait: clients recognise it by the cause and retry.
+    pub fn too_large_resource_version(want: u64, current: u64) -> Self {
+        let mut e = Self::new(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {want}, current: {current}"),
+        );
+        e.causes = vec![Cause {
+            field: String::new(),
+            reason: "ResourceVersionTooLarge".into(),
+            message: "Too large resource version".into(),
+        }];
+        e.retry_after = Some(1);
+        e
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
     }
@@ -235,7 +252,14 @@ impl ApiError {
                     Value::Array(
                         self.causes
                             .iter()
-                            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                            .map(|c| {
+                                let mut v = json!({"reason": c.reason, "message": c.message});
+                                // Omitted when empty, as metav1.StatusCause's omitempty.
+                                if !c.field.is_empty() {
+                                    v["field"] = json!(c.field);
+                                }
+                                v
+                            })
                             .collect(),
                     ),
                 );

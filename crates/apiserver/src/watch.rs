@@ -165,7 +165,7 @@ fn gone_event(want: u64, oldest: u64) -> Bytes {
     line(&json!({"type": "ERROR", "object": status}))
 }
 
-pub fn serve(
+pub async fn serve(
     core: &Arc<Core>,
     res: &Arc<Resource>,
     p: &ResPath,
@@ -188,15 +188,10 @@ pub fn serve(
         fields,
     };
     let initial_events = q.get("sendInitialEvents").is_some_and(|v| v == "true");
-    let from: Option<u64> = match q.get("resourceVersion").map(String::as_str) {
-        // Streaming lists: the current state first, whatever version was given.
-        _ if initial_events => None,
-        None | Some("") | Some("0") => None,
-        Some(rv) => Some(
-            rv.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?,
-        ),
-    };
+    // Before the stream starts, so a version far ahead is a plain 504, not a silent watch.
+    core.wait_for_resource_version(q).await?;
+    // Streaming lists: the current state first, whatever version was given.
+    let from = crate::request::resource_version(q)?.filter(|_| !initial_events);
     let timeout = q
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())

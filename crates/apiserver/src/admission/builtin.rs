@@ -5,6 +5,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::validation::cause;
+use crate::authz::{CLUSTER_ROLE_BINDINGS, ROLE_BINDINGS};
 use crate::meta;
 use crate::registry::{self, Resource};
 use crate::status::ApiError;
@@ -160,7 +161,8 @@ pub fn builtin_prepare(res: &Resource, obj: &mut Value) -> Result<(), ApiError> 
                     }
                 }
             }
-            if obj.get("type").is_none() {
+            // kube-apiserver defaults an empty type, which a JSON null or "" decodes to.
+            if obj.get("type").is_none_or(|t| t.is_null() || t == "") {
                 obj["type"] = json!("Opaque");
             }
         }
@@ -216,6 +218,50 @@ pub fn builtin_prepare(res: &Resource, obj: &mut Value) -> Result<(), ApiError> 
         _ => {}
     }
     Ok(())
+}
+
+/// Built-in kinds' fields that may not change on update, as kube-apiserver's
+/// `ValidateRoleBindingUpdate` and `ValidateSecretUpdate`: a binding that pointed at another
+/// role would silently move its subjects' permissions; Secret consumers key off its type.
+pub fn check_builtin_update(res: &Resource, old: &Value, new: &Value) -> Result<(), ApiError> {
+    if !res.builtin {
+        return Ok(());
+    }
+    let bad = match res.key.as_str() {
+        ROLE_BINDINGS | CLUSTER_ROLE_BINDINGS => {
+            let role_ref = |o: &Value| {
+                ["apiGroup", "kind", "name"].map(|k| {
+                    o.pointer(&format!("/roleRef/{k}"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                })
+            };
+            let [group, kind, name] = role_ref(new);
+            (role_ref(old) != role_ref(new)).then(|| {
+                cause(
+                    "roleRef",
+                    "FieldValueInvalid",
+                    format!(
+                        "Invalid value: rbac.RoleRef{{APIGroup:{group:?}, Kind:{kind:?}, Name:{name:?}}}: cannot change roleRef"
+                    ),
+                )
+            })
+        }
+        "secrets" => (old.get("type") != new.get("type")).then(|| {
+            let t = new.get("type").and_then(Value::as_str).unwrap_or_default();
+            cause(
+                "type",
+                "FieldValueInvalid",
+                format!("Invalid value: {t:?}: field is immutable"),
+            )
+        }),
+        _ => None,
+    };
+    match bad {
+        Some(c) => Err(ApiError::invalid(&res.target(meta::name_of(new)), vec![c])),
+        None => Ok(()),
+    }
 }
 
 /// Conditions whose status did not change keep their lastTransitionTime, so rewriting an

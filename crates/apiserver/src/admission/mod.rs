@@ -6,6 +6,8 @@ mod builtin;
 mod rbac;
 mod validation;
 
-pub use builtin::{builtin_prepare, check_builtin_types, keep_transition_times};
+pub use builtin::{
+    builtin_prepare, check_builtin_types, check_builtin_update, keep_transition_times,
+};
 pub use rbac::check as check_rbac;
 pub use validation::{api_version_ok, cause, check_metadata, validate_cr};

@@ -44,6 +44,10 @@ pub fn api_version_ok(res: &Resource, obj: &mut Value) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// kube-apiserver's TotalAnnotationSizeLimitB: every reader of an object carries its
+/// annotations, so their keys and values together are bounded.
+const ANNOTATIONS_MAX_BYTES: usize = 256 * 1024;
+
 /// Validates the metadata a client controls and fixes the namespace.
 pub fn check_metadata(res: &Resource, ns: &str, obj: &mut Value) -> Result<(), ApiError> {
     let name = meta::name_of(obj).to_string();
@@ -121,6 +125,17 @@ pub fn check_metadata(res: &Resource, ns: &str, obj: &mut Value) -> Result<(), A
                     format!("Invalid value: \"{k}\": {e}"),
                 ));
             }
+        }
+        let size: usize = annotations
+            .iter()
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        if size > ANNOTATIONS_MAX_BYTES {
+            causes.push(cause(
+                "metadata.annotations",
+                "FieldValueTooLong",
+                format!("Too long: must have at most {ANNOTATIONS_MAX_BYTES} bytes"),
+            ));
         }
     }
     if !causes.is_empty() {

@@ -429,6 +429,7 @@ impl Core {
             opts.warn(w);
         }
         self.admit(res, &ns, &new, opts)?;
+        admission::check_builtin_update(res, &old_value, &new)?;
         if res.is_crd() {
             admission::keep_transition_times(&old_value, &mut new);
         }

@@ -536,6 +536,16 @@ impl Store {
         self.inner.rev_tx.subscribe()
     }
 
+    /// Waits up to `within` for the revision to reach `rev`; `Err` with the revision reached
+    /// otherwise.
+    pub async fn wait_for(&self, rev: u64, within: std::time::Duration) -> Result<(), u64> {
+        let mut revs = self.subscribe();
+        match tokio::time::timeout(within, revs.wait_for(|r| *r >= rev)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(self.revision()),
+        }
+    }
+
     /// Events for `resource` with a revision above `after`, oldest first, and the revision
     /// they are complete up to.
     pub fn events_since(&self, resource: &str, after: u64) -> Result<(Vec<Arc<Event>>, u64), Gone> {
