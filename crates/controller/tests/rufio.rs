@@ -199,3 +199,96 @@ async fn rufio_machine_and_job_over_ipmi() {
             .contains("provider intelamt is not supported")
     );
 }
+
+/// In a cluster no admission stands in front of the controllers, so they keep the namespace
+/// boundary themselves: a Machine naming another namespace's Secret never has it read or sent
+/// (to an address its author chose), and a Job naming another namespace's Machine fails
+/// without a Task or a BMC call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rufio_objects_never_reach_into_another_namespace() {
+    let sushy = peers::Sushy::start(1, "admin:password");
+    let stack = rufio_stack().await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(stack.client.clone());
+    create(
+        &namespaces,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "infra"}}),
+    )
+    .await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(stack.client.clone(), "infra");
+    create(
+        &secrets,
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bmc"},
+               "stringData": {"username": "admin", "password": "password"}}),
+    )
+    .await;
+    let infra_machines: Api<Machine> = Api::namespaced(stack.client.clone(), "infra");
+    create(
+        &infra_machines,
+        json!({"apiVersion": "bmc.tinkerbell.org/v1alpha1", "kind": "Machine",
+               "metadata": {"name": "m3"},
+               "spec": {"connection": {"host": "http://127.0.0.1", "port": sushy.port,
+                        "authSecretRef": {"name": "bmc", "namespace": "infra"},
+                        "providerOptions": {"redfish": {"systemName": peers::SUSHY_SYSTEM_0}}}}}),
+    )
+    .await;
+    object(&infra_machines, PATIENCE, "m3", "contactable", |m| {
+        m.status
+            .as_ref()
+            .is_some_and(|s| is_true(&s.conditions, "Contactable"))
+    })
+    .await;
+
+    // The attacker's BMC address: a listener that must never see a connection.
+    let trap = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    trap.set_nonblocking(true).unwrap();
+    let trap_port = trap.local_addr().unwrap().port();
+    let machines: Api<Machine> = Api::namespaced(stack.client.clone(), NS);
+    create(
+        &machines,
+        json!({"apiVersion": "bmc.tinkerbell.org/v1alpha1", "kind": "Machine",
+               "metadata": {"name": "steal"},
+               "spec": {"connection": {"host": format!("http://127.0.0.1:{trap_port}"),
+                        "authSecretRef": {"name": "bmc", "namespace": "infra"},
+                        "providerOptions": {"redfish": {}}}}}),
+    )
+    .await;
+    let m = object(&machines, PATIENCE, "steal", "refused", |m| {
+        m.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Contactable" && c.status == "False")
+        })
+    })
+    .await;
+    let message = &m.status.unwrap().conditions[0].message;
+    assert!(
+        message.contains("\"infra\"") && message.contains("never read"),
+        "{message}"
+    );
+    // The refusal is decided before any connection, so none was made.
+    assert!(
+        trap.accept().is_err(),
+        "the controller connected to the trap"
+    );
+
+    let jobs: Api<Job> = Api::namespaced(stack.client.clone(), NS);
+    let before = sushy.changes().len();
+    create(
+        &jobs,
+        json!({"apiVersion": "bmc.tinkerbell.org/v1alpha1", "kind": "Job",
+               "metadata": {"name": "on3"},
+               "spec": {"machineRef": {"name": "m3", "namespace": "infra"},
+                        "tasks": [{"powerAction": "on"}]}}),
+    )
+    .await;
+    let job = object(&jobs, PATIENCE, "on3", "finished", job_done).await;
+    let st = job.status.unwrap();
+    assert!(is_true(&st.conditions, "Failed"), "{st:#?}");
+    let failed = st.conditions.iter().find(|c| c.type_ == "Failed").unwrap();
+    assert!(failed.message.contains("never used"), "{}", failed.message);
+    let tasks: Api<Task> = Api::namespaced(stack.client.clone(), NS);
+    assert!(tasks.get_opt("on3-task-0").await.unwrap().is_none());
+    assert_eq!(sushy.changes().len(), before, "a BMC change was made");
+    assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "Off");
+}

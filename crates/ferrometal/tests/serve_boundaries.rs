@@ -186,7 +186,12 @@ spec: {poweredOn: true, image: {url: \"oci://registry.example/os:1\", ociAuthSec
         "system:serviceaccount:dev:x:y",
         "system:serviceaccount:dev:",
     ] {
-        let e = fails_as(&s, &imp, &["auth", "whoami", &format!("--as={bad}")], None);
+        let e = fails_as(
+            &s,
+            &imp,
+            &["get", "configmaps", "-n", "dev", &format!("--as={bad}")],
+            None,
+        );
         assert!(
             e.contains("cannot impersonate resource \"users\""),
             "{bad}: {e}"
