@@ -194,7 +194,8 @@ async fn shutdown_signal() {
 /// metal3's for BareMetalHosts, and the namespace boundaries of Rufio objects and claims.
 fn webhooks() -> Vec<ferrometal_apiserver::Validator> {
     use ferrometal_api::admission as a;
-    let rules: [(&str, &str, fn(&Value, Option<&Value>) -> Vec<a::Problem>); 5] = [
+    type Check = fn(&Value, Option<&Value>) -> Vec<a::Problem>;
+    let rules: [(&str, &str, Check); 5] = [
         ("metal3.io", "baremetalhosts", a::check_host),
         ("metal3.io", "hostclaims", a::check_claim),
         ("bmc.tinkerbell.org", "machines", a::check_rufio_machine),
