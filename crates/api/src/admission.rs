@@ -153,11 +153,11 @@ fn cross_namespace(
     })
 }
 
-/// Rufio `Machine`: its credentials Secret is in its own namespace. Upstream Rufio reads any
-/// namespace (it assumes a cluster-wide operator); here a namespace's users may create
-/// Machines, and must not be able to send another namespace's BMC password to an address of
-/// their choosing.
-pub fn check_rufio_machine(new: &Value, old: Option<&Value>) -> Vec<Problem> {
+/// Rufio `Machine` and `Task`: the credentials Secret is in the object's own namespace.
+/// Upstream Rufio reads any namespace (it assumes a cluster-wide operator); here a namespace's
+/// users may create Machines, and must not be able to send another namespace's BMC password
+/// to an address of their choosing.
+pub fn check_rufio_connection(new: &Value, old: Option<&Value>) -> Vec<Problem> {
     cross_namespace(
         new,
         old,
@@ -177,19 +177,6 @@ pub fn check_rufio_job(new: &Value, old: Option<&Value>) -> Vec<Problem> {
         "/spec/machineRef/namespace",
         "spec.machineRef.namespace",
         "the Machine",
-    )
-    .into_iter()
-    .collect()
-}
-
-/// Rufio `Task`: its credentials Secret is in its own namespace.
-pub fn check_rufio_task(new: &Value, old: Option<&Value>) -> Vec<Problem> {
-    cross_namespace(
-        new,
-        old,
-        "/spec/connection/authSecretRef/namespace",
-        "spec.connection.authSecretRef.namespace",
-        "the BMC credentials Secret",
     )
     .into_iter()
     .collect()
@@ -450,14 +437,13 @@ mod tests {
             json!({"metadata": {"name": "m", "namespace": "team-x"},
                    "spec": {"connection": {"host": "h", "authSecretRef": {"name": "bmc", "namespace": ns}}}})
         };
-        assert!(check_rufio_machine(&machine("team-x"), None).is_empty());
-        assert!(check_rufio_machine(&machine(""), None).is_empty());
-        let p = check_rufio_machine(&machine("infra"), None);
+        assert!(check_rufio_connection(&machine("team-x"), None).is_empty());
+        assert!(check_rufio_connection(&machine(""), None).is_empty());
+        let p = check_rufio_connection(&machine("infra"), None);
         assert_eq!(p[0].field, "spec.connection.authSecretRef.namespace");
         assert!(p[0].message.contains("\"infra\"") && p[0].message.contains("cross-namespace"));
         // An object stored before the check can still be written (finalizers, annotations).
-        assert!(check_rufio_machine(&machine("infra"), Some(&machine("infra"))).is_empty());
-        assert_eq!(check_rufio_task(&machine("infra"), None).len(), 1);
+        assert!(check_rufio_connection(&machine("infra"), Some(&machine("infra"))).is_empty());
         let job = json!({"metadata": {"name": "j", "namespace": "ops"},
                          "spec": {"machineRef": {"name": "m3", "namespace": "infra"}, "tasks": []}});
         assert_eq!(

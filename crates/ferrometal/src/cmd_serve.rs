@@ -198,9 +198,9 @@ fn webhooks() -> Vec<ferrometal_apiserver::Validator> {
     let rules: [(&str, &str, Check); 5] = [
         ("metal3.io", "baremetalhosts", a::check_host),
         ("metal3.io", "hostclaims", a::check_claim),
-        ("bmc.tinkerbell.org", "machines", a::check_rufio_machine),
+        ("bmc.tinkerbell.org", "machines", a::check_rufio_connection),
         ("bmc.tinkerbell.org", "jobs", a::check_rufio_job),
-        ("bmc.tinkerbell.org", "tasks", a::check_rufio_task),
+        ("bmc.tinkerbell.org", "tasks", a::check_rufio_connection),
     ];
     rules
         .into_iter()

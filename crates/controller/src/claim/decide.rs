@@ -153,7 +153,13 @@ pub fn host_sync(
         // Provisioning waits until every data Secret is copied: a host must never boot an
         // image without the user data its tenant gave it.
         if data.failed.is_none() {
-            let want_image = serde_json::to_value(&claim.spec.image).unwrap_or(Value::Null);
+            // Registry credentials are never passed on: the name would be read in the host's
+            // namespace, where a tenant could name any infrastructure Secret.
+            let image = claim.spec.image.clone().map(|mut i| {
+                i.oci_auth_secret_name = None;
+                i
+            });
+            let want_image = serde_json::to_value(&image).unwrap_or(Value::Null);
             if serde_json::to_value(&host.spec.image).unwrap_or(Value::Null) != want_image {
                 spec.insert("image".into(), want_image);
             }

@@ -47,6 +47,20 @@ fn a_forward_this_process_made_is_not_repeated_on_a_stale_host() {
 }
 
 #[test]
+fn registry_credentials_named_by_a_claim_never_reach_the_host() {
+    let image = json!({"url": "oci://registry/os:1", "ociAuthSecretName": "node-2-bmc"});
+    let cl = claim(json!({"poweredOn": true, "image": image}), json!({}));
+    let h = host(json!({"online": true}), "available", json!({}));
+    let patch = host_sync(&cl, &h, &DataSync::default(), None)
+        .patch
+        .unwrap();
+    assert_eq!(
+        patch["spec"]["image"],
+        json!({"url": "oci://registry/os:1"})
+    );
+}
+
+#[test]
 fn host_sync_table() {
     let ud = json!({"name": "web-ud"});
     // (name, claim spec, claim annotations, host spec, host annotations, data, expected patch,
