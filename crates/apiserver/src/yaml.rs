@@ -28,6 +28,9 @@ fn options() -> serde_saphyr::Options {
     options.with_snippet = false;
     // Kubernetes' YAML reader keeps the last of duplicate keys.
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
+    // Aliases may repeat at most this many events in all: an alias bomb is refused after a
+    // fraction of the node budget's work, and manifests that share a few anchors are far below.
+    options.alias_limits.max_total_replayed_events = MAX_NODES / 15;
     options
 }
 
