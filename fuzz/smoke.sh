@@ -19,11 +19,14 @@ for target in $(bash run.sh --list); do
     [[ -d "$extra" ]] && dirs+=("$extra")
   done
   echo "fuzz smoke: $target (${seconds}s)"
+  # libFuzzer's status decides, not grep's: read it before anything else runs (an `|| true`
+  # after the pipeline would replace PIPESTATUS with its own and hide every crash).
+  set +e
   cargo +nightly fuzz run --dev --sanitizer none "$target" "${dirs[@]}" -- \
     -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=30 -print_final_stats=1 2>&1 \
-    | grep -E '^stat::number_of_executed_units|^==|panicked|SUMMARY|Test unit written' || true
-  # grep swallows the status: libFuzzer's own decides.
+    | grep -E '^stat::number_of_executed_units|^==|panicked|SUMMARY|Test unit written|ERROR'
   status="${PIPESTATUS[0]}"
+  set -e
   if [[ "$status" != 0 ]]; then
     echo "fuzz smoke: $target failed (exit $status); its input is in fuzz/artifacts/$target" >&2
     exit 1
