@@ -1,129 +1,21 @@
 //! Turns an `openAPIV3Schema` JSON document into a [`Node`] tree, checking
 //! the structural-schema rules kube-apiserver enforces on CRDs.
 
-use std::collections::BTreeMap;
-
 use regex::Regex;
 use serde_json::{Map, Value};
 
+use crate::cost::check_static;
+use crate::error::{FieldError, Reason};
+use crate::node::{Additional, ListType, Node, ROOT_PATH, Type};
+use crate::path::Path;
 use crate::regexes::{Literals, Table};
-use crate::rules::{self, Rule};
-use crate::{CostLimits, FieldError, Reason, quote};
-
-/// Where kube-apiserver reports schema errors of a CRD.
-pub(crate) const ROOT_PATH: &str = "spec.validation.openAPIV3Schema";
+use crate::rules;
+use crate::transform;
+use crate::validate::validate_value;
+use crate::wording::{fmt_value, quote};
 
 /// Deeper schemas than this are refused rather than risking the stack.
 const MAX_DEPTH: usize = 64;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Type {
-    Object,
-    Array,
-    String,
-    Integer,
-    Number,
-    Boolean,
-}
-
-impl Type {
-    fn parse(s: &str) -> Option<Type> {
-        Some(match s {
-            "object" => Type::Object,
-            "array" => Type::Array,
-            "string" => Type::String,
-            "integer" => Type::Integer,
-            "number" => Type::Number,
-            "boolean" => Type::Boolean,
-            _ => return None,
-        })
-    }
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Type::Object => "object",
-            Type::Array => "array",
-            Type::String => "string",
-            Type::Integer => "integer",
-            Type::Number => "number",
-            Type::Boolean => "boolean",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ListType {
-    Atomic,
-    Set,
-    Map,
-}
-
-#[derive(Debug, Default)]
-pub(crate) enum Additional {
-    /// Not specified: unknown fields are pruned, not rejected.
-    #[default]
-    Unspecified,
-    Allowed(bool),
-    Schema(Box<Node>),
-}
-
-/// One compiled schema node.
-#[derive(Debug, Default)]
-pub(crate) struct Node {
-    pub ty: Option<Type>,
-    pub nullable: bool,
-    pub int_or_string: bool,
-    pub preserve_unknown: bool,
-    pub embedded: bool,
-    pub format: Option<String>,
-    pub default: Option<Value>,
-    pub required: Vec<String>,
-    pub enum_values: Option<Vec<Value>>,
-    pub pattern: Option<(String, Regex)>,
-    pub minimum: Option<f64>,
-    pub maximum: Option<f64>,
-    pub exclusive_minimum: bool,
-    pub exclusive_maximum: bool,
-    pub multiple_of: Option<f64>,
-    pub min_length: Option<u64>,
-    pub max_length: Option<u64>,
-    pub min_items: Option<u64>,
-    pub max_items: Option<u64>,
-    pub unique_items: bool,
-    pub min_properties: Option<u64>,
-    pub max_properties: Option<u64>,
-    pub items: Option<Box<Node>>,
-    pub properties: BTreeMap<String, Node>,
-    pub additional: Additional,
-    pub all_of: Vec<Node>,
-    pub any_of: Vec<Node>,
-    pub one_of: Vec<Node>,
-    pub not: Option<Box<Node>>,
-    pub list_type: Option<ListType>,
-    pub list_map_keys: Vec<String>,
-    pub rules: Vec<Rule>,
-    /// Whether any node below this one has CEL rules, so that validation
-    /// can skip rule-free subtrees without searching them each time.
-    pub rules_below: bool,
-}
-
-impl Node {
-    /// The schema for a child field, from `properties` or `additionalProperties`.
-    pub(crate) fn child(&self, name: &str) -> Option<&Node> {
-        match self.properties.get(name) {
-            Some(n) => Some(n),
-            None => match &self.additional {
-                Additional::Schema(n) => Some(n),
-                _ => None,
-            },
-        }
-    }
-
-    /// Whether this node or any below it carries CEL rules.
-    pub(crate) fn has_rules(&self) -> bool {
-        !self.rules.is_empty() || self.rules_below
-    }
-}
 
 struct Ctx<'a> {
     env: &'a cel::Env,
@@ -149,13 +41,13 @@ enum Place {
     Junctor,
 }
 
-/// The compiled schema, and the literal patterns of its rules.
+/// The compiled schema, and the literal patterns of its rules. `enforce`:
+/// whether static cost limits apply (`CostLimits::Enforce`).
 pub(crate) fn compile_root(
     schema: &Value,
     env: &cel::Env,
-    limits: CostLimits,
+    enforce: bool,
 ) -> Result<(Node, Table), Vec<FieldError>> {
-    let enforce = limits == CostLimits::Enforce;
     let mut ctx = Ctx {
         env,
         errs: Vec::new(),
@@ -176,7 +68,7 @@ pub(crate) fn compile_root(
         // Rule costs are estimated once the schema is sound: they need
         // every rule compiled.
         if enforce && ctx.errs.is_empty() {
-            ctx.errs = crate::cost::check_static(node, &ctx.literals.table);
+            ctx.errs = check_static(node, &ctx.literals.table);
         }
     }
     match node {
@@ -232,7 +124,7 @@ fn compile_node(
         ctx.err(
             path.to_string(),
             Reason::FieldValueTypeInvalid,
-            format!("Invalid value: {}: must be an object", crate::fmt_value(v)),
+            format!("Invalid value: {}: must be an object", fmt_value(v)),
         );
         return None;
     };
@@ -296,7 +188,7 @@ fn compile_node(
         Some(other) => ctx.err(
             at("type"),
             Reason::FieldValueTypeInvalid,
-            format!("Invalid value: {}: must be a string", crate::fmt_value(other)),
+            format!("Invalid value: {}: must be a string", fmt_value(other)),
         ),
     }
 
@@ -390,7 +282,7 @@ fn compile_node(
                     None => ctx.err(
                         format!("{path}.required[{i}]"),
                         Reason::FieldValueTypeInvalid,
-                        format!("Invalid value: {}: must be a string", crate::fmt_value(r)),
+                        format!("Invalid value: {}: must be a string", fmt_value(r)),
                     ),
                 }
             }
@@ -398,7 +290,7 @@ fn compile_node(
         Some(other) => ctx.err(
             at("required"),
             Reason::FieldValueTypeInvalid,
-            format!("Invalid value: {}: must be a list", crate::fmt_value(other)),
+            format!("Invalid value: {}: must be a list", fmt_value(other)),
         ),
     }
 
@@ -408,7 +300,7 @@ fn compile_node(
         Some(other) => ctx.err(
             at("enum"),
             Reason::FieldValueTypeInvalid,
-            format!("Invalid value: {}: must be a list", crate::fmt_value(other)),
+            format!("Invalid value: {}: must be a list", fmt_value(other)),
         ),
     }
 
@@ -434,10 +326,7 @@ fn compile_node(
         Some(other) => ctx.err(
             at("properties"),
             Reason::FieldValueTypeInvalid,
-            format!(
-                "Invalid value: {}: must be an object",
-                crate::fmt_value(other)
-            ),
+            format!("Invalid value: {}: must be an object", fmt_value(other)),
         ),
     }
 
@@ -538,7 +427,7 @@ fn compile_node(
             Some(other) => ctx.err(
                 at(key),
                 Reason::FieldValueTypeInvalid,
-                format!("Invalid value: {}: must be a list", crate::fmt_value(other)),
+                format!("Invalid value: {}: must be a list", fmt_value(other)),
             ),
         }
     }
@@ -557,7 +446,7 @@ fn compile_node(
                         None => ctx.err(
                             format!("{kp}[{i}]"),
                             Reason::FieldValueTypeInvalid,
-                            format!("Invalid value: {}: must be a string", crate::fmt_value(k)),
+                            format!("Invalid value: {}: must be a string", fmt_value(k)),
                         ),
                     }
                 }
@@ -665,28 +554,21 @@ fn check_defaults(ctx: &mut Ctx, n: &Node, path: &str) {
     if let Some(d) = &n.default {
         let dp = format!("{path}.default");
         let mut defaulted = d.clone();
-        crate::transform::default(n, &mut defaulted, 0);
+        transform::default(n, &mut defaulted, 0);
         let mut pruned = defaulted.clone();
-        crate::transform::prune(
-            n,
-            &mut pruned,
-            false,
-            0,
-            &crate::Path::default(),
-            &mut Vec::new(),
-        );
+        transform::prune(n, &mut pruned, false, 0, &Path::default(), &mut Vec::new());
         if pruned != defaulted {
             ctx.err(
                 dp.clone(),
                 Reason::FieldValueInvalid,
                 format!(
                     "Invalid value: {}: must not have unknown fields",
-                    crate::fmt_value(d)
+                    fmt_value(d)
                 ),
             );
         }
         let mut errs = Vec::new();
-        crate::validate::validate_value(n, &pruned, &crate::Path::default(), &mut errs);
+        validate_value(n, &pruned, &Path::default(), &mut errs);
         for e in errs {
             let sub = if e.field.is_empty() {
                 dp.clone()
@@ -715,10 +597,7 @@ fn get_bool(ctx: &mut Ctx, obj: &Map<String, Value>, key: &str, path: &str) -> b
             ctx.err(
                 format!("{path}.{key}"),
                 Reason::FieldValueTypeInvalid,
-                format!(
-                    "Invalid value: {}: must be a boolean",
-                    crate::fmt_value(other)
-                ),
+                format!("Invalid value: {}: must be a boolean", fmt_value(other)),
             );
             false
         }
@@ -733,10 +612,7 @@ fn get_string(ctx: &mut Ctx, obj: &Map<String, Value>, key: &str, path: &str) ->
             ctx.err(
                 format!("{path}.{key}"),
                 Reason::FieldValueTypeInvalid,
-                format!(
-                    "Invalid value: {}: must be a string",
-                    crate::fmt_value(other)
-                ),
+                format!("Invalid value: {}: must be a string", fmt_value(other)),
             );
             None
         }
@@ -751,10 +627,7 @@ fn get_f64(ctx: &mut Ctx, obj: &Map<String, Value>, key: &str, path: &str) -> Op
             ctx.err(
                 format!("{path}.{key}"),
                 Reason::FieldValueTypeInvalid,
-                format!(
-                    "Invalid value: {}: must be a number",
-                    crate::fmt_value(other)
-                ),
+                format!("Invalid value: {}: must be a number", fmt_value(other)),
             );
             None
         }
@@ -771,7 +644,7 @@ fn get_u64(ctx: &mut Ctx, obj: &Map<String, Value>, key: &str, path: &str) -> Op
                 Reason::FieldValueInvalid,
                 format!(
                     "Invalid value: {}: must be a non-negative integer",
-                    crate::fmt_value(other)
+                    fmt_value(other)
                 ),
             );
             None

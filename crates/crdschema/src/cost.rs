@@ -22,7 +22,7 @@
 //! The estimate is an upper bound: it follows every branch, assumes no
 //! short-circuit, and charges every element of a list the largest element's
 //! cost. Regular expressions that are not literals in the rule are compiled
-//! while the rule runs, and metered then (see `rules::RegexState`).
+//! while the rule runs, and metered then (see `regexes::Meter`).
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -31,30 +31,13 @@ use cel::IdedExpr;
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue};
 use serde_json::Value;
 
-use crate::compile::{Additional, Node, ROOT_PATH, Type};
+use crate::error::{FieldError, Reason};
+use crate::limits::{
+    MAX_REQUEST_SIZE_BYTES, STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT,
+};
+use crate::node::{Additional, Node, ROOT_PATH, Type};
 use crate::regexes::{self, Table};
-use crate::validate::type_matches;
-use crate::{FieldError, Reason};
-
-/// The largest cost one evaluation of a rule may have (cel-go's runtime
-/// cost limit per call in kube-apiserver, `PerCallLimit`).
-pub const PER_CALL_LIMIT: u64 = 1_000_000;
-
-/// The cost all rules together may spend validating one object
-/// (kube-apiserver's `RuntimeCELCostBudget`).
-pub const RUNTIME_CEL_COST_BUDGET: u64 = 10_000_000;
-
-/// The largest estimated cost of one rule, times the number of times it may
-/// run per object, accepted in a CRD (`StaticEstimatedCostLimit`).
-pub const STATIC_ESTIMATED_COST_LIMIT: u64 = 10_000_000;
-
-/// The largest estimated cost of all the rules of one schema together
-/// (`StaticEstimatedCRDCostLimit`).
-pub const STATIC_ESTIMATED_CRD_COST_LIMIT: u64 = 100_000_000;
-
-/// The request size the estimates assume values cannot exceed
-/// (kube-apiserver's `MaxRequestSizeBytes`, and this server's body limit).
-pub const MAX_REQUEST_SIZE_BYTES: u64 = 3 * 1024 * 1024;
+use crate::value::type_matches;
 
 const REQ: u64 = MAX_REQUEST_SIZE_BYTES;
 const LIST_CREATE_BASE_COST: u64 = 10;

@@ -21,7 +21,7 @@ use cel::ExecutionError;
 use regex::Regex;
 use regex_syntax::hir::{Class, Hir, HirKind};
 
-use crate::cost::{PER_CALL_LIMIT, STATIC_ESTIMATED_COST_LIMIT};
+use crate::limits::{PER_CALL_LIMIT, STATIC_ESTIMATED_COST_LIMIT};
 
 /// What compiling any pattern costs at least.
 const COMPILE_BASE_COST: u64 = 256;

@@ -10,11 +10,14 @@ use cel::objects::{Key, Map, OptionalValue};
 use cel::{Context, Env, Program};
 use serde_json::Value;
 
-use crate::compile::{Additional, Node, Type};
-use crate::cost::{self, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET, Sizes, Stats};
+use crate::cost::{self, Sizes, Stats};
+use crate::error::{FieldError, Reason};
+use crate::limits::{PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET};
+use crate::node::{Additional, Node, Rule, Type};
+use crate::path::Path;
 use crate::regexes::{LiteralError, Literals, Meter, Table};
-use crate::validate::{correlate, json_eq, type_matches};
-use crate::{FieldError, Path, Reason, quote};
+use crate::value::{correlate, json_eq, type_matches};
+use crate::wording::{fmt_value, quote};
 
 /// The environment every rule is compiled and run in: the standard library
 /// (with `matches`, `startsWith`, ...) plus the string and list extensions
@@ -34,28 +37,6 @@ pub(crate) fn env() -> Arc<Env> {
         Arc::new(env)
     })
     .clone()
-}
-
-pub(crate) struct Rule {
-    pub source: String,
-    /// The rule as it runs: `matches` calls go to [`k8s::matches`].
-    pub expr: IdedExpr,
-    message: Option<String>,
-    /// `messageExpression`, its source and how it runs.
-    pub message_expression: Option<(String, IdedExpr)>,
-    /// Field names from `fieldPath`, appended to the node's path.
-    field_path: Vec<String>,
-    reason: Reason,
-    optional_old_self: bool,
-    transition: bool,
-}
-
-impl std::fmt::Debug for Rule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rule")
-            .field("rule", &self.source)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Longest rule or message expression accepted, in bytes; cel-go allows
@@ -283,10 +264,7 @@ pub(crate) fn compile_rule(
                 errs.push(FieldError::new(
                     format!("{path}.{key}"),
                     Reason::FieldValueTypeInvalid,
-                    format!(
-                        "Invalid value: {}: must be a string",
-                        crate::fmt_value(other)
-                    ),
+                    format!("Invalid value: {}: must be a string", fmt_value(other)),
                 ));
                 None
             }

@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use crate::Path;
-use crate::compile::{Additional, Node};
+use crate::node::{Additional, Node};
+use crate::path::Path;
 
 /// Beyond this depth values are left alone; schemas are far shallower and
 /// the limit keeps hostile input from exhausting the stack.
