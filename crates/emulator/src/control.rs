@@ -11,9 +11,9 @@ use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
-use crate::Fault;
+use crate::app::App;
+use crate::fault::Fault;
 use crate::resp::{Resp, bad_request, empty, json, method_not_allowed, not_found};
-use crate::server::App;
 use crate::state::{parse_index, parse_system_id};
 
 enum Target {

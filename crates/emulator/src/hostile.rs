@@ -7,7 +7,7 @@ use http::{StatusCode, Uri};
 use http_body_util::BodyExt;
 use serde_json::Value;
 
-use crate::Fault;
+use crate::fault::Fault;
 use crate::resp::{Resp, empty, error, json_bytes};
 
 /// A 307 to the same path and query at `origin`.

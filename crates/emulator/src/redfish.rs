@@ -12,13 +12,14 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::Value;
 
+use crate::app::{App, ResetConnection};
+use crate::fault::Fault;
+use crate::hostile;
 use crate::inventory::{self, Expand};
 use crate::resp::{
     Resp, bad_request, empty, error, json, json_bytes, method_not_allowed, not_found, unauthorized,
 };
-use crate::server::{App, ResetConnection};
 use crate::state::{BOOT_ENABLED, BOOT_MODES, BOOT_TARGETS, parse_index, parse_system_id};
-use crate::{Fault, hostile};
 
 /// Request bodies are tiny JSON documents; refuse anything large.
 const MAX_BODY: usize = 64 * 1024;
@@ -144,9 +145,6 @@ fn manager_route(tail: &[&str]) -> Option<SysRoute> {
 /// Serves one request. `Err` asks the connection to be dropped unanswered.
 pub async fn handle(app: &App, req: Request<Incoming>) -> Result<Resp, ResetConnection> {
     let path = req.uri().path();
-    if path == "/emulator" || path.starts_with("/emulator/") {
-        return Ok(crate::control::handle(app, req).await);
-    }
     app.by_method.count(req.method());
     let route = parse_route(path, app.systems.len());
 

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use http::Method;
 use serde::{Deserialize, Serialize};
 
-use crate::{Fault, MethodCounts};
+use crate::counters::MethodCounts;
+use crate::fault::Fault;
 
 /// Oldest entries are dropped beyond this so a long demo cannot grow memory.
 const MAX_ACTIONS: usize = 1024;
