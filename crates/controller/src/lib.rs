@@ -31,6 +31,7 @@ pub mod claim;
 pub mod config;
 pub mod context;
 pub mod detached;
+pub mod error;
 pub mod events;
 pub mod hardware_data;
 pub mod host;

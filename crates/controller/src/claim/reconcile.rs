@@ -22,17 +22,10 @@ use crate::claim::decide::{
     self, Binding, COPY_LABEL, COPY_NAME_LABEL, DataKind, DataSync, Release, StatusInput,
 };
 use crate::claim::select;
+use crate::error::{Error, conflict, jitter, not_found};
 use crate::hardware_data::FIELD_MANAGER;
 use crate::host::decide::HostEvent;
 use crate::metrics::metrics;
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("serializing: {0}")]
-    Serialize(#[from] serde_json::Error),
-}
 
 /// How often a settled claim is looked at again without any event (metal3 requeues unbound
 /// claims every 30 s).
@@ -55,19 +48,6 @@ pub(crate) fn event(reason: &str, note: impl Into<String>) -> HostEvent {
         reason: reason.into(),
         note: note.into(),
     }
-}
-
-pub(crate) fn conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
-pub(crate) fn not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
-
-/// A short random delay, so claims that collided on one host retry apart.
-pub(crate) fn jitter() -> Duration {
-    Duration::from_millis(100 + (rand::random::<u64>() % 900))
 }
 
 pub fn error_policy(claim: Arc<HostClaim>, error: &Error, _ctx: Arc<ClaimContext>) -> Action {

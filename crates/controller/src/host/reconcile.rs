@@ -20,32 +20,13 @@ use tracing::Instrument;
 
 use crate::context::Context;
 use crate::detached::Found;
+use crate::error::Error;
 use crate::host::chain::{Chain, Next, Resume};
 use crate::host::decide::{
     Call, CredentialsObservation, Decision, FinalizerChange, MemoChange, Outcome,
 };
 use crate::host::status::merge_diff;
 use crate::metrics::metrics;
-
-/// Why a reconcile failed (host errors are not failures: they go to the host's status).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("serializing: {0}")]
-    Serialize(#[from] serde_json::Error),
-}
-
-impl Error {
-    /// Low-cardinality label for metrics.
-    pub fn category(&self) -> &'static str {
-        match self {
-            Error::Kube(kube::Error::Api(e)) if e.code == 409 => "api_conflict",
-            Error::Kube(_) => "api",
-            Error::Serialize(_) => "serialize",
-        }
-    }
-}
 
 fn key(host: &BareMetalHost) -> String {
     format!("{}~{}", host.namespace_or_default(), host.name_any())

@@ -19,8 +19,9 @@ use serde_json::json;
 
 use super::step::{Act, HostView, Look, Seen, Step, StepInput, step};
 use crate::context::Context;
+use crate::error::{Error, retry_after};
 use crate::host::decide::HostEvent;
-use crate::host::reconcile::{Error, host_info, read_credentials};
+use crate::host::reconcile::{host_info, read_credentials};
 use crate::host::status::merge_diff;
 
 /// Held on a job until it has finished (and restored), so deleting a running job stops it
@@ -253,16 +254,6 @@ fn requeue(out: &Step) -> Action {
 pub fn error_policy(_job: Arc<BMCJob>, error: &Error, _jc: Arc<JobContext>) -> Action {
     tracing::debug!(%error, "bmcjob reconcile failed");
     retry_after(error)
-}
-
-/// A conflict means the cache was behind our own write: look again almost at once.
-pub fn retry_after(error: &Error) -> Action {
-    match error {
-        Error::Kube(kube::Error::Api(e)) if e.code == 409 => {
-            Action::requeue(Duration::from_millis(200))
-        }
-        _ => Action::requeue(Duration::from_secs(2)),
-    }
 }
 
 /// The host's BMC as the provisioner addresses it (credentials from its Secret).

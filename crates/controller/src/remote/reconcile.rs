@@ -17,23 +17,14 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::claim::decide::DataKind;
-use crate::claim::reconcile::{
-    announce, conflict, event, jitter, not_found, now, write_hardware_copy,
-};
+use crate::claim::reconcile::{announce, event, now, write_hardware_copy};
+use crate::error::{Error, conflict, jitter, not_found};
 use crate::hardware_data::FIELD_MANAGER;
 use crate::host::decide::HostEvent;
 use crate::metrics::metrics;
 use crate::remote::RemoteContext;
 use crate::remote::decide::{self, Remote};
 use crate::remote::link::Link;
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("serializing: {0}")]
-    Serialize(#[from] serde_json::Error),
-}
 
 /// A settled claim is looked at again this often without any event (the remote watch wakes
 /// it on every change of its mirror).

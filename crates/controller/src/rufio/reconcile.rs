@@ -16,7 +16,7 @@ use serde_json::json;
 use super::RufioContext;
 use super::connection::target;
 use super::task::{TaskStep, next};
-use crate::host::reconcile::Error;
+use crate::error::{Error, retry_after};
 
 /// Set on a Task before its action is sent: a restart observes instead of sending again.
 pub const SENT: &str = "ferrometal.io/sent";
@@ -30,7 +30,7 @@ fn now() -> String {
 
 pub fn error_policy<K>(_o: Arc<K>, error: &Error, _c: Arc<RufioContext>) -> Requeue {
     tracing::debug!(%error, "rufio reconcile failed");
-    crate::job::reconcile::retry_after(error)
+    retry_after(error)
 }
 
 /// A BMC client for the connection; the message says what is wrong (never the password).
