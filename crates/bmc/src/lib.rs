@@ -5,6 +5,7 @@
 //! so callers (the reconcilers) can requeue and observe instead of blocking a worker.
 
 pub mod address;
+mod connect;
 mod error;
 pub mod ipmi;
 mod observe;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use address::{AddressError, BmcAddress, Flavour, Protocol, Transport};
+pub use connect::connect;
 pub use error::BmcError;
 pub use observe::{RequestCounter, RequestObserver};
 pub use types::*;
@@ -141,16 +143,4 @@ impl Default for BmcOptions {
             observer: None,
         }
     }
-}
-
-/// Makes the client for an address. Cheap: no request is sent until the first call.
-pub fn connect(
-    address: &BmcAddress,
-    credentials: Credentials,
-    options: BmcOptions,
-) -> Result<Arc<dyn Bmc>, BmcError> {
-    Ok(match address.protocol() {
-        Protocol::Redfish => Arc::new(redfish::RedfishBmc::new(address, credentials, options)?),
-        Protocol::Ipmi => Arc::new(ipmi::IpmiBmc::new(address, credentials, options)),
-    })
 }

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::Protocol;
+use crate::address::Protocol;
 
 /// Told about each request a client sends (before it is sent).
 pub trait RequestObserver: Send + Sync {
