@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::hardware::HardwareDetails;
-use crate::host_config::{FirmwareConfig, NetworkInterface, RaidConfig};
+use crate::host_config::{FirmwareConfig, NetworkInterface, RaidConfig, RootDeviceHints};
 
 /// The BMC driver named in `bmc.address`, as a CEL expression (no scheme means IPMI).
 const DRIVER: &str =
@@ -215,36 +215,6 @@ pub enum InspectionMode {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct CustomDeploy {
     pub method: String,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
-#[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!has(self.deviceName) || self.deviceName.startsWith('/dev/')").message(kube::core::Message::Expression(r#"'device name of root device hint must be a /dev/ path, not "' + self.deviceName + '"'"#.into())).field_path(".deviceName"))]
-#[x_kube(validation = Rule::new("!has(self.deviceName) || !self.deviceName.startsWith('/dev/') || self.deviceName.matches('^/dev/(disk/by-path/)?[^/]*$')").message(kube::core::Message::Expression(r#"'device name of root device hint must be path in /dev/ or /dev/disk/by-path/, not "' + self.deviceName + '"'"#.into())).field_path(".deviceName"))]
-pub struct RootDeviceHints {
-    /// Bounded (metal3 is not) so its CEL rules fit the API server's cost budget.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 4096))]
-    pub device_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hctl: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vendor: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub serial_number: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub min_size_gigabytes: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wwn: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wwn_with_extension: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wwn_vendor_extension: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rotational: Option<bool>,
 }
 
 /// What the operator observed and decided.

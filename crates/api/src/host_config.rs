@@ -6,8 +6,6 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::host::RootDeviceHints;
-
 /// MAC address, as metal3 spells its pattern for NICs and switch IDs.
 pub const MAC_PATTERN: &str = "^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$";
 
@@ -134,4 +132,35 @@ pub struct NetworkInterface {
     pub host_network_attachment: Option<HostNetworkAttachmentRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch_port: Option<SwitchPort>,
+}
+
+/// Which disk the image goes to; also names the disks of a RAID volume.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.deviceName) || self.deviceName.startsWith('/dev/')").message(kube::core::Message::Expression(r#"'device name of root device hint must be a /dev/ path, not "' + self.deviceName + '"'"#.into())).field_path(".deviceName"))]
+#[x_kube(validation = Rule::new("!has(self.deviceName) || !self.deviceName.startsWith('/dev/') || self.deviceName.matches('^/dev/(disk/by-path/)?[^/]*$')").message(kube::core::Message::Expression(r#"'device name of root device hint must be path in /dev/ or /dev/disk/by-path/, not "' + self.deviceName + '"'"#.into())).field_path(".deviceName"))]
+pub struct RootDeviceHints {
+    /// Bounded (metal3 is not) so its CEL rules fit the API server's cost budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub device_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hctl: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial_number: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub min_size_gigabytes: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wwn: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wwn_with_extension: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wwn_vendor_extension: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotational: Option<bool>,
 }
