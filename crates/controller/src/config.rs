@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use crate::host::decide::Timing;
-
 #[derive(Debug, Clone)]
 pub struct ControllerConfig {
     /// Only reconcile hosts matching this label selector (sharding across replicas).
@@ -37,6 +35,32 @@ pub struct ControllerConfig {
     pub rufio: bool,
     /// The API servers remote claims' kubeconfigs may name.
     pub remote_servers: crate::remote::servers::ServerPolicy,
+}
+
+/// Intervals the state machine uses; see `ControllerConfig` for the defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing {
+    pub power_poll_interval: Duration,
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    pub delayed_retry: Duration,
+    pub detached_recheck: Duration,
+    /// Failed provisioning attempts of one image before the host stops trying (metal3's
+    /// `--max-provisioning-retries`); 0 = no limit.
+    pub max_provisioning_retries: u32,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            power_poll_interval: Duration::from_secs(60),
+            backoff_base: Duration::from_secs(60),
+            backoff_cap: Duration::from_secs(30 * 60),
+            delayed_retry: Duration::from_secs(30),
+            detached_recheck: Duration::from_secs(600),
+            max_provisioning_retries: 5,
+        }
+    }
 }
 
 impl Default for ControllerConfig {

@@ -10,9 +10,10 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::bmc_gate::BmcGate;
 use crate::config::ControllerConfig;
+use crate::config::Timing;
 use crate::detached::Detached;
 use crate::host::chain::Resume;
-use crate::host::decide::{Memo, Timing};
+use crate::host::decide::Memo;
 use crate::metrics::{StateLabels, metrics};
 
 pub struct Context {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
-use ferrometal_api::BareMetalHost;
+use ferrometal_api::{BareMetalHost, HostClaim, HostClaimStatus};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -17,7 +17,14 @@ use kube::Resource;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use std::sync::Mutex;
 
-use crate::host::decide::HostEvent;
+/// One Event about an object (a host, a claim, a job), as a reconcile decides it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostEvent {
+    pub warning: bool,
+    /// PascalCase, low cardinality.
+    pub reason: String,
+    pub note: String,
+}
 
 /// A repeat within this long after the last one joins its series (kube-rs and client-go use
 /// the same window).
@@ -165,6 +172,52 @@ impl EventPublisher {
             ..Default::default()
         }
     }
+}
+
+/// A Normal (not Warning) Event.
+pub fn event(reason: &str, note: impl Into<String>) -> HostEvent {
+    HostEvent {
+        warning: false,
+        reason: reason.into(),
+        note: note.into(),
+    }
+}
+
+/// Events on the claim when a condition changes.
+pub async fn announce(
+    claim: &HostClaim,
+    old: &HostClaimStatus,
+    new: &HostClaimStatus,
+    publisher: &EventPublisher,
+) {
+    let mut events = Vec::new();
+    for c in &new.conditions {
+        let before = old.condition(&c.type_);
+        if before.is_some_and(|b| b.status == c.status && b.reason == c.reason) {
+            continue;
+        }
+        if c.type_ == ferrometal_api::claim::conditions::READY {
+            continue;
+        }
+        events.push(HostEvent {
+            warning: c.status != "True"
+                && matches!(
+                    c.reason.as_str(),
+                    "HostError"
+                        | ferrometal_api::claim::conditions::MISSING_BARE_METAL_HOST
+                        | ferrometal_api::claim::conditions::USER_DATA_SYNC_FAILURE
+                        | ferrometal_api::claim::conditions::NETWORK_DATA_SYNC_FAILURE
+                        | ferrometal_api::claim::conditions::META_DATA_SYNC_FAILURE
+                ),
+            reason: c.reason.clone(),
+            note: if c.message.is_empty() {
+                format!("{} is {}", c.type_, c.status)
+            } else {
+                c.message.clone()
+            },
+        });
+    }
+    publisher.publish_about(claim, &events).await;
 }
 
 /// What makes two Events repeats of each other: the object, type and reason (the note may

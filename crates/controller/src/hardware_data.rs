@@ -1,6 +1,7 @@
-//! The HardwareData object that carries a host's inspection result.
+//! The HardwareData object that carries a host's inspection result, and the copy of it a claim
+//! gets in its own namespace.
 
-use ferrometal_api::{BareMetalHost, HardwareData, HardwareDataSpec, HardwareDetails};
+use ferrometal_api::{BareMetalHost, HardwareData, HardwareDataSpec, HardwareDetails, HostClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -41,5 +42,33 @@ pub async fn apply(
         &Patch::Apply(&hd),
     )
     .await?;
+    Ok(())
+}
+
+/// Writes the claim's copy of inspection data into its namespace, named after the claim and
+/// owned by it (server-side apply: created or replaced).
+pub async fn write_hardware_copy(
+    client: &kube::Client,
+    claim: &HostClaim,
+    spec: &HardwareDataSpec,
+) -> Result<(), kube::Error> {
+    let ns = claim.namespace().unwrap_or_default();
+    let mut copy = HardwareData::new(&claim.name_any(), spec.clone());
+    copy.metadata.namespace = Some(ns.clone());
+    copy.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: HostClaim::api_version(&()).into(),
+        kind: HostClaim::kind(&()).into(),
+        name: claim.name_any(),
+        uid: claim.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }]);
+    Api::<HardwareData>::namespaced(client.clone(), &ns)
+        .patch(
+            &claim.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&copy),
+        )
+        .await?;
     Ok(())
 }

@@ -6,11 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrometal_api::claim::HOSTCLAIM_FINALIZER;
-use ferrometal_api::{
-    BareMetalHost, HardwareData, HardwareDataSpec, HostClaim, HostClaimStatus, NamespacedRef,
-};
+use ferrometal_api::{BareMetalHost, HostClaim, NamespacedRef};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -23,8 +20,8 @@ use crate::claim::decide::{
 };
 use crate::claim::select;
 use crate::error::{Error, conflict, jitter, not_found};
-use crate::hardware_data::FIELD_MANAGER;
-use crate::host::decide::HostEvent;
+use crate::events::{announce, event};
+use crate::hardware_data::{FIELD_MANAGER, write_hardware_copy};
 use crate::metrics::metrics;
 
 /// How often a settled claim is looked at again without any event (metal3 requeues unbound
@@ -40,14 +37,6 @@ fn key(claim: &HostClaim) -> String {
         claim.namespace().unwrap_or_default(),
         claim.name_any()
     )
-}
-
-pub(crate) fn event(reason: &str, note: impl Into<String>) -> HostEvent {
-    HostEvent {
-        warning: false,
-        reason: reason.into(),
-        note: note.into(),
-    }
 }
 
 pub fn error_policy(claim: Arc<HostClaim>, error: &Error, _ctx: Arc<ClaimContext>) -> Action {
@@ -624,34 +613,6 @@ async fn copy_hardware_data(
     }))
 }
 
-/// Writes the claim's copy of inspection data into its namespace, named after the claim and
-/// owned by it (server-side apply: created or replaced).
-pub(crate) async fn write_hardware_copy(
-    client: &kube::Client,
-    claim: &HostClaim,
-    spec: &HardwareDataSpec,
-) -> Result<(), kube::Error> {
-    let ns = claim.namespace().unwrap_or_default();
-    let mut copy = HardwareData::new(&claim.name_any(), spec.clone());
-    copy.metadata.namespace = Some(ns.clone());
-    copy.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: HostClaim::api_version(&()).into(),
-        kind: HostClaim::kind(&()).into(),
-        name: claim.name_any(),
-        uid: claim.uid().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: None,
-    }]);
-    Api::<HardwareData>::namespaced(client.clone(), &ns)
-        .patch(
-            &claim.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&copy),
-        )
-        .await?;
-    Ok(())
-}
-
 async fn write_status(
     claim: &HostClaim,
     ctx: &ClaimContext,
@@ -685,43 +646,6 @@ async fn write_status(
         }
     }
     Ok(Action::requeue(requeue))
-}
-
-/// Events on the claim when a condition changes.
-pub(crate) async fn announce(
-    claim: &HostClaim,
-    old: &HostClaimStatus,
-    new: &HostClaimStatus,
-    publisher: &crate::events::EventPublisher,
-) {
-    let mut events = Vec::new();
-    for c in &new.conditions {
-        let before = old.condition(&c.type_);
-        if before.is_some_and(|b| b.status == c.status && b.reason == c.reason) {
-            continue;
-        }
-        if c.type_ == ferrometal_api::claim::conditions::READY {
-            continue;
-        }
-        events.push(HostEvent {
-            warning: c.status != "True"
-                && matches!(
-                    c.reason.as_str(),
-                    "HostError"
-                        | ferrometal_api::claim::conditions::MISSING_BARE_METAL_HOST
-                        | ferrometal_api::claim::conditions::USER_DATA_SYNC_FAILURE
-                        | ferrometal_api::claim::conditions::NETWORK_DATA_SYNC_FAILURE
-                        | ferrometal_api::claim::conditions::META_DATA_SYNC_FAILURE
-                ),
-            reason: c.reason.clone(),
-            note: if c.message.is_empty() {
-                format!("{} is {}", c.type_, c.status)
-            } else {
-                c.message.clone()
-            },
-        });
-    }
-    publisher.publish_about(claim, &events).await;
 }
 
 /// Deleted claim: take the workload off the host, delete the copies, free the host once it is

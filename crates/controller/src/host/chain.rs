@@ -12,9 +12,10 @@ use ferrometal_bmc::Credentials;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
+use crate::config::Timing;
 use crate::host::decide::{
     Call, CredentialsObservation, Decision, FinalizerChange, Input, Memo, MemoChange, Outcome,
-    Timing, decide,
+    decide,
 };
 
 /// Bounds the chain of state changes one reconcile makes.

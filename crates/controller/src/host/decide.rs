@@ -22,6 +22,9 @@ use ferrometal_provisioner::{ErrorKind, PowerOffMode, ProvisionerError, Registra
 use k8s_openapi::api::core::v1::SecretReference;
 use k8s_openapi::jiff::Timestamp;
 
+use crate::config::Timing;
+use crate::events::HostEvent;
+
 /// What the reconciler found when reading the BMC credentials Secret.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CredentialsObservation {
@@ -87,32 +90,6 @@ pub enum Outcome {
     Failed(ProvisionerError),
 }
 
-/// Intervals the state machine uses; see `ControllerConfig` for the defaults.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Timing {
-    pub power_poll_interval: Duration,
-    pub backoff_base: Duration,
-    pub backoff_cap: Duration,
-    pub delayed_retry: Duration,
-    pub detached_recheck: Duration,
-    /// Failed provisioning attempts of one image before the host stops trying (metal3's
-    /// `--max-provisioning-retries`); 0 = no limit.
-    pub max_provisioning_retries: u32,
-}
-
-impl Default for Timing {
-    fn default() -> Self {
-        Timing {
-            power_poll_interval: Duration::from_secs(60),
-            backoff_base: Duration::from_secs(60),
-            backoff_cap: Duration::from_secs(30 * 60),
-            delayed_retry: Duration::from_secs(30),
-            detached_recheck: Duration::from_secs(600),
-            max_provisioning_retries: 5,
-        }
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct Input<'a> {
     pub namespace: &'a str,
@@ -136,14 +113,6 @@ pub struct Input<'a> {
 pub enum FinalizerChange {
     Add,
     Remove,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostEvent {
-    pub warning: bool,
-    /// PascalCase, low cardinality.
-    pub reason: String,
-    pub note: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -20,7 +20,7 @@ use serde_json::json;
 use super::step::{Act, HostView, Look, Seen, Step, StepInput, step};
 use crate::context::Context;
 use crate::error::{Error, retry_after};
-use crate::host::decide::HostEvent;
+use crate::events::HostEvent;
 use crate::host::reconcile::{host_info, read_credentials};
 use crate::host::status::merge_diff;
 

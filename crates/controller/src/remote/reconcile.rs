@@ -17,10 +17,10 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::claim::decide::DataKind;
-use crate::claim::reconcile::{announce, event, now, write_hardware_copy};
+use crate::claim::reconcile::now;
 use crate::error::{Error, conflict, jitter, not_found};
-use crate::hardware_data::FIELD_MANAGER;
-use crate::host::decide::HostEvent;
+use crate::events::{HostEvent, announce, event};
+use crate::hardware_data::{FIELD_MANAGER, write_hardware_copy};
 use crate::metrics::metrics;
 use crate::remote::RemoteContext;
 use crate::remote::decide::{self, Remote};
