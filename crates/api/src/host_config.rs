@@ -134,7 +134,8 @@ pub struct NetworkInterface {
     pub switch_port: Option<SwitchPort>,
 }
 
-/// Which disk the image goes to; also names the disks of a RAID volume.
+// Which disk the image goes to; also names the disks of a RAID volume. (A plain comment:
+// a doc comment would become the CRD field's description.)
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.deviceName) || self.deviceName.startsWith('/dev/')").message(kube::core::Message::Expression(r#"'device name of root device hint must be a /dev/ path, not "' + self.deviceName + '"'"#.into())).field_path(".deviceName"))]
