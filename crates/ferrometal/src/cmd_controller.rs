@@ -4,12 +4,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::Context as _;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-
 use ferrometal_controller::leader::{Elector, LeaseConfig};
 
 use crate::controllers::{self, BmcRequests, ControllerArgs};
+use crate::kube_client::client;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -37,30 +35,6 @@ pub struct Args {
     controllers: ControllerArgs,
 }
 
-/// A client from `kubeconfig` (and `context`), else the in-cluster or default kubeconfig.
-pub async fn client(
-    kubeconfig: Option<&std::path::Path>,
-    context: Option<String>,
-) -> anyhow::Result<kube::Client> {
-    Ok(match kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            let options = KubeConfigOptions {
-                context,
-                ..KubeConfigOptions::default()
-            };
-            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-                .await
-                .with_context(|| format!("using kubeconfig {}", path.display()))?;
-            kube::Client::try_from(config)?
-        }
-        None => kube::Client::try_default()
-            .await
-            .context("no --kubeconfig and no in-cluster or default kubeconfig")?,
-    })
-}
-
 pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     let client = client(args.kubeconfig.as_deref(), args.context.clone()).await?;
     if args.install_crds {
@@ -73,7 +47,13 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         controllers::serve_endpoints(addr, requests.clone(), client.clone()).await?;
     }
     if !args.leader_elect {
-        controllers::run(client, controller_args, requests, crate::shutdown_signal()).await?;
+        controllers::run(
+            client,
+            controller_args,
+            requests,
+            crate::signals::shutdown_signal(),
+        )
+        .await?;
         return Ok(std::process::ExitCode::SUCCESS);
     }
     let namespace = args
@@ -85,7 +65,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     ));
     tokio::select! {
         _ = elector.acquire() => {}
-        _ = crate::shutdown_signal() => return Ok(std::process::ExitCode::SUCCESS),
+        _ = crate::signals::shutdown_signal() => return Ok(std::process::ExitCode::SUCCESS),
     }
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let holder = tokio::spawn({
@@ -99,7 +79,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         }
     });
     tokio::spawn(async move {
-        crate::shutdown_signal().await;
+        crate::signals::shutdown_signal().await;
         let _ = stop_tx.send(());
     });
     let result = controllers::run(client, controller_args, requests, async move {

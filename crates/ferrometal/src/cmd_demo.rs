@@ -220,7 +220,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
 
     if outcome.is_ok() && !args.exit {
         println!("\nRunning until Ctrl-C.");
-        crate::shutdown_signal().await;
+        crate::signals::shutdown_signal().await;
     }
     let _ = stop_tx.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), controllers).await;

@@ -87,7 +87,7 @@ pub async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
         .map(|t| parse_task(t))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let client =
-        crate::cmd_controller::client(args.kubeconfig.as_deref(), args.context.clone()).await?;
+        crate::kube_client::client(args.kubeconfig.as_deref(), args.context.clone()).await?;
     let jobs: Api<BMCJob> = Api::namespaced(client, &args.namespace);
     let mut metadata = json!({});
     match &args.name {

@@ -11,6 +11,8 @@ mod cmd_move;
 mod cmd_serve;
 mod cmd_store;
 mod controllers;
+mod kube_client;
+mod signals;
 
 use clap::{Parser, Subcommand};
 
@@ -93,27 +95,5 @@ async fn main() -> std::process::ExitCode {
             eprintln!("error: {err:#}");
             std::process::ExitCode::FAILURE
         }
-    }
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
     }
 }

@@ -32,7 +32,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::Args;
+use super::args::Args;
 use super::common::{Cluster, CrashHook, MOVE_PAUSE, ensure_namespace, progress, table};
 use super::objects::{Key, copy_secret, delete_without_finalizers, show};
 

@@ -14,10 +14,10 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::Args;
+use super::args::Args;
 use super::common::{self, Cluster, CrashHook, MOVE_PAUSE, or_dash, progress};
-// The claim move reaches these through here too.
-pub(super) use super::objects::{Key, copy_secret, delete_without_finalizers, show};
+use super::host_parts::{bmc_address, hosts_api, secret_refs, state};
+use super::objects::{Key, copy_secret, delete_without_finalizers, show};
 
 const PHASES: [&str; 4] = ["pause", "copy", "unpause", "remove"];
 /// A host is quiet once its resourceVersion has not changed for this long...
@@ -53,59 +53,10 @@ impl Item {
     }
 }
 
-pub(super) fn hosts_api(cluster: &Cluster, ns: &str) -> Api<BareMetalHost> {
-    Api::namespaced(cluster.client.clone(), ns)
-}
-
-pub(super) fn state(host: &BareMetalHost) -> String {
-    host.status
-        .as_ref()
-        .map(|s| s.provisioning.state.to_string())
-        .unwrap_or_default()
-}
-
 /// The controller's own test for a host that never had a status (see the host controller).
 fn status_is_empty(status: Option<&BareMetalHostStatus>) -> bool {
     status
         .is_none_or(|s| s.provisioning.state == ProvisioningState::None && s.last_updated.is_none())
-}
-
-pub(super) fn bmc_address(host: &BareMetalHost) -> Option<&str> {
-    host.spec.bmc.as_ref().map(|b| b.address.as_str())
-}
-
-/// The Secrets a host refers to: BMC credentials, user, network and meta data, and the
-/// pre-provisioning network data.
-pub(super) fn secret_refs(host: &BareMetalHost) -> Vec<Key> {
-    let ns = host.namespace().unwrap_or_default();
-    let mut out = BTreeSet::new();
-    if let Some(bmc) = &host.spec.bmc
-        && !bmc.credentials_name.is_empty()
-    {
-        out.insert((ns.clone(), bmc.credentials_name.clone()));
-    }
-    for r in [
-        &host.spec.user_data,
-        &host.spec.network_data,
-        &host.spec.meta_data,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        if let Some(name) = r.name.as_ref().filter(|n| !n.is_empty()) {
-            let rns = r.namespace.clone().filter(|n| !n.is_empty());
-            out.insert((rns.unwrap_or_else(|| ns.clone()), name.clone()));
-        }
-    }
-    if let Some(name) = host
-        .spec
-        .preprovisioning_network_data_name
-        .as_ref()
-        .filter(|n| !n.is_empty())
-    {
-        out.insert((ns, name.clone()));
-    }
-    out.into_iter().collect()
 }
 
 pub(crate) async fn run(args: &Args, from: &Cluster, to: &Cluster) -> anyhow::Result<ExitCode> {

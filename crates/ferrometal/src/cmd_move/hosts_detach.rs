@@ -14,7 +14,8 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::common::{Cluster, MOVE_PAUSE, progress};
-use super::hosts::{Key, bmc_address, hosts_api, show};
+use super::host_parts::{bmc_address, hosts_api};
+use super::objects::{Key, show};
 
 /// How long the source's controller gets to detach the hosts.
 const DETACH_WAIT: Duration = Duration::from_secs(30);

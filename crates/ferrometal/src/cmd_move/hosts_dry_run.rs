@@ -13,7 +13,8 @@ use kube::api::Api;
 
 use super::common::or_dash;
 use super::common::{self, Cluster};
-use super::hosts::{bmc_address, hosts_api, secret_refs, show, state};
+use super::host_parts::{bmc_address, hosts_api, secret_refs, state};
+use super::objects::show;
 
 pub(super) async fn dry_run(
     hosts: &[BareMetalHost],

@@ -24,37 +24,16 @@
 //! `remove`) aborts the process (`std::process::abort`) right after that phase is done for every
 //! host; `<phase>:N` right after its Nth host.
 
+mod args;
 mod claims;
 mod common;
+mod host_parts;
 mod hosts;
 mod hosts_detach;
 mod hosts_dry_run;
 mod objects;
 
-use std::path::PathBuf;
-
-#[derive(clap::Args)]
-pub struct Args {
-    /// Kubeconfig of the cluster the hosts (or claims) leave.
-    #[arg(long, value_name = "KUBECONFIG")]
-    pub from: PathBuf,
-    /// Kubeconfig of the cluster they move to.
-    #[arg(long, value_name = "KUBECONFIG")]
-    pub to: PathBuf,
-    /// Move only this namespace (created at the target if missing); default: every namespace
-    /// holding BareMetalHosts (or HostClaims) at the source.
-    #[arg(long, short = 'n')]
-    pub namespace: Option<String>,
-    /// Show what would move and change nothing anywhere.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Move HostClaims instead of hosts (the hosts stay where they are).
-    #[arg(long)]
-    pub claims: bool,
-    /// With `--claims`: a kubeconfig for the cluster that holds the claims' hosts.
-    #[arg(long, value_name = "FILE", requires = "claims")]
-    pub remote_kubeconfig: Option<PathBuf>,
-}
+pub use args::Args;
 
 pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     let (from, to) = common::connect_both(&args.from, &args.to).await?;
