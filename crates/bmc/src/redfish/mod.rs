@@ -1,0 +1,17 @@
+//! Redfish client on reqwest + rustls.
+//!
+//! One process-wide HTTP client per TLS policy: reqwest pools connections per host, so each
+//! BMC gets its own small connection set without building a TLS stack per BMC. What the BMC
+//! told us once (reset target and allowed values, ETag, virtual-media location, `$expand`
+//! support) is remembered so steady-state calls cost one request.
+//!
+//! `transport` sends the requests (HTTP, session, limits, errors); `client` is the client with
+//! what it learned; `bmc_impl` implements the `Bmc` trait on it; `parse` reads the BMC's JSON.
+
+mod bmc_impl;
+mod client;
+mod parse;
+mod transport;
+
+pub use client::RedfishBmc;
+pub use parse::choose_reset_type;
