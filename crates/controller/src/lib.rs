@@ -35,6 +35,7 @@ pub mod error;
 pub mod events;
 pub mod hardware_data;
 pub mod host;
+pub mod host_info;
 pub mod job;
 pub mod leader;
 pub mod metrics;

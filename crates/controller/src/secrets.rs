@@ -1,13 +1,19 @@
 //! A cache of the BMC credentials of Secrets that hosts reference, fed by the Secret watch the
 //! controller already runs, so a reconcile does not GET its Secret every time. Only Secrets some
-//! host uses are kept, and only their `username` and `password`.
+//! host uses are kept, and only their `username` and `password`. [`read_credentials`] is how
+//! the host and BMCJob controllers get a host's credentials through it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use ferrometal_api::BareMetalHost;
+use ferrometal_bmc::Credentials;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
+use kube::api::Api;
 use kube::runtime::watcher;
+
+use crate::error::Error;
 
 #[derive(Clone, PartialEq, Eq)]
 pub struct CachedCredentials {
@@ -124,6 +130,73 @@ impl SecretCache {
             }
         }
     }
+}
+
+/// What the reconciler found when reading the BMC credentials Secret.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CredentialsObservation {
+    /// The host has no BMC.
+    NotNeeded,
+    Missing {
+        secret: String,
+    },
+    MissingKey {
+        secret: String,
+        key: &'static str,
+    },
+    Found {
+        secret: String,
+        version: String,
+    },
+}
+
+/// A host's BMC credentials: from the cache, else read from its Secret (and then cached).
+pub async fn read_credentials(
+    client: &kube::Client,
+    cache: &SecretCache,
+    host: &BareMetalHost,
+) -> Result<(CredentialsObservation, Option<Credentials>), Error> {
+    let Some(bmc) = host.spec.bmc.as_ref().filter(|b| !b.address.is_empty()) else {
+        return Ok((CredentialsObservation::NotNeeded, None));
+    };
+    let secret = bmc.credentials_name.clone();
+    let ns = host.namespace_or_default();
+    let cached = match cache.get(ns, &secret) {
+        Some(c) => c,
+        None => {
+            let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+            let Some(s) = api.get_opt(&secret).await? else {
+                return Ok((CredentialsObservation::Missing { secret }, None));
+            };
+            cache.insert_read(&s);
+            credentials_of(&s)
+        }
+    };
+    let Some(username) = cached.username else {
+        return Ok((
+            CredentialsObservation::MissingKey {
+                secret,
+                key: "username",
+            },
+            None,
+        ));
+    };
+    let Some(password) = cached.password else {
+        return Ok((
+            CredentialsObservation::MissingKey {
+                secret,
+                key: "password",
+            },
+            None,
+        ));
+    };
+    Ok((
+        CredentialsObservation::Found {
+            secret,
+            version: cached.resource_version,
+        },
+        Some(Credentials::new(username, password)),
+    ))
 }
 
 #[cfg(test)]

@@ -14,9 +14,9 @@ use kube::ResourceExt;
 
 use crate::config::Timing;
 use crate::host::decide::{
-    Call, CredentialsObservation, Decision, FinalizerChange, Input, Memo, MemoChange, Outcome,
-    decide,
+    Call, Decision, FinalizerChange, Input, Memo, MemoChange, Outcome, decide,
 };
+use crate::secrets::CredentialsObservation;
 
 /// Bounds the chain of state changes one reconcile makes.
 const MAX_CHAINED_STEPS: usize = 8;

@@ -24,24 +24,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::config::Timing;
 use crate::events::HostEvent;
-
-/// What the reconciler found when reading the BMC credentials Secret.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CredentialsObservation {
-    /// The host has no BMC.
-    NotNeeded,
-    Missing {
-        secret: String,
-    },
-    MissingKey {
-        secret: String,
-        key: &'static str,
-    },
-    Found {
-        secret: String,
-        version: String,
-    },
-}
+use crate::secrets::CredentialsObservation;
 
 /// What this process remembers about a host between reconciles. Not persisted: after a restart
 /// every host is registered again (backends forget too), and provisioned hosts are adopted.

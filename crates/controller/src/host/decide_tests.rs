@@ -18,6 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::conditions::{BLOCKED, INSPECTION_INCOMPLETE};
 use super::decide::*;
 use crate::config::Timing;
+use crate::secrets::CredentialsObservation;
 
 fn now() -> Timestamp {
     "2026-01-01T00:00:00Z".parse().unwrap()

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrometal_api::annotations as ann;
-use ferrometal_api::{AutomatedCleaningMode, BareMetalHost, InspectionMode, ProvisioningState};
-use ferrometal_bmc::{BmcAddress, Credentials};
-use ferrometal_provisioner::{Deployment, ErrorKind, HostInfo, ProvisionerError, Step};
+use ferrometal_api::{BareMetalHost, ProvisioningState};
+use ferrometal_bmc::Credentials;
+use ferrometal_provisioner::{Deployment, ErrorKind, ProvisionerError, Step};
 use k8s_openapi::api::core::v1::{Secret, SecretReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
@@ -22,15 +22,11 @@ use crate::context::Context;
 use crate::detached::Found;
 use crate::error::Error;
 use crate::host::chain::{Chain, Next, Resume};
-use crate::host::decide::{
-    Call, CredentialsObservation, Decision, FinalizerChange, MemoChange, Outcome,
-};
+use crate::host::decide::{Call, Decision, FinalizerChange, MemoChange, Outcome};
 use crate::host::status::merge_diff;
+use crate::host_info::{host_info, host_key};
 use crate::metrics::metrics;
-
-fn key(host: &BareMetalHost) -> String {
-    format!("{}~{}", host.namespace_or_default(), host.name_any())
-}
+use crate::secrets::read_credentials;
 
 pub async fn reconcile(host: Arc<BareMetalHost>, ctx: Arc<Context>) -> Result<Action, Error> {
     let span = tracing::info_span!(
@@ -46,7 +42,7 @@ pub async fn reconcile(host: Arc<BareMetalHost>, ctx: Arc<Context>) -> Result<Ac
             .reconcile_duration
             .observe(started.elapsed().as_secs_f64());
         if result.is_ok() {
-            ctx.api_succeeded(&key(&host));
+            ctx.api_succeeded(&host_key(&host));
         }
         result
     }
@@ -56,7 +52,7 @@ pub async fn reconcile(host: Arc<BareMetalHost>, ctx: Arc<Context>) -> Result<Ac
 
 pub fn error_policy(host: Arc<BareMetalHost>, error: &Error, ctx: Arc<Context>) -> Action {
     metrics().error(error.category());
-    let n = ctx.api_failed(&key(&host));
+    let n = ctx.api_failed(&host_key(&host));
     tracing::warn!(
         namespace = %host.namespace_or_default(),
         name = %host.name_any(),
@@ -74,7 +70,7 @@ pub fn error_policy(host: Arc<BareMetalHost>, error: &Error, ctx: Arc<Context>) 
 }
 
 async fn reconcile_host(host: &Arc<BareMetalHost>, ctx: &Arc<Context>) -> Result<Action, Error> {
-    let key = key(host);
+    let key = host_key(host);
     if host.annotations().contains_key(ann::PAUSED) {
         // A call that ended meanwhile is dropped: unpausing acts on the host as found then.
         let _ = ctx.detached.take(&key);
@@ -95,7 +91,8 @@ async fn reconcile_host(host: &Arc<BareMetalHost>, ctx: &Arc<Context>) -> Result
             if !ctx.provisioner.is_ready().await {
                 return Ok(Action::requeue(ctx.config.not_ready_retry));
             }
-            let (observation, credentials) = read_credentials(ctx, host).await?;
+            let (observation, credentials) =
+                read_credentials(&ctx.client, &ctx.secrets, host).await?;
             (
                 Chain::new(host, observation, credentials, ctx.memo(&key)),
                 None,
@@ -156,101 +153,6 @@ async fn reconcile_host(host: &Arc<BareMetalHost>, ctx: &Arc<Context>) -> Result
 /// Looks again after this long should a finished call's wake-up be lost (it is not: this only
 /// bounds the damage of a bug).
 const DETACHED_BACKSTOP: Duration = Duration::from_secs(300);
-
-pub(crate) async fn read_credentials(
-    ctx: &Context,
-    host: &BareMetalHost,
-) -> Result<(CredentialsObservation, Option<Credentials>), Error> {
-    let Some(bmc) = host.spec.bmc.as_ref().filter(|b| !b.address.is_empty()) else {
-        return Ok((CredentialsObservation::NotNeeded, None));
-    };
-    let secret = bmc.credentials_name.clone();
-    let ns = host.namespace_or_default();
-    let cached = match ctx.secrets.get(ns, &secret) {
-        Some(c) => c,
-        None => {
-            let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-            let Some(s) = api.get_opt(&secret).await? else {
-                return Ok((CredentialsObservation::Missing { secret }, None));
-            };
-            ctx.secrets.insert_read(&s);
-            crate::secrets::credentials_of(&s)
-        }
-    };
-    let Some(username) = cached.username else {
-        return Ok((
-            CredentialsObservation::MissingKey {
-                secret,
-                key: "username",
-            },
-            None,
-        ));
-    };
-    let Some(password) = cached.password else {
-        return Ok((
-            CredentialsObservation::MissingKey {
-                secret,
-                key: "password",
-            },
-            None,
-        ));
-    };
-    Ok((
-        CredentialsObservation::Found {
-            secret,
-            version: cached.resource_version,
-        },
-        Some(Credentials::new(username, password)),
-    ))
-}
-
-pub(crate) fn host_info(
-    host: &BareMetalHost,
-    credentials: Option<&Credentials>,
-) -> Result<HostInfo, ProvisionerError> {
-    let bmc = host
-        .spec
-        .bmc
-        .as_ref()
-        .ok_or_else(|| ProvisionerError::new(ErrorKind::InvalidInput, "spec.bmc is not set"))?;
-    let address = BmcAddress::parse(&bmc.address).map_err(|e| {
-        ProvisionerError::new(ErrorKind::InvalidInput, format!("spec.bmc.address: {e}"))
-    })?;
-    let credentials = credentials.cloned().ok_or_else(|| {
-        ProvisionerError::new(
-            ErrorKind::Credentials,
-            format!("BMC credentials Secret {} unreadable", bmc.credentials_name),
-        )
-    })?;
-    let inspection_disabled = host
-        .annotations()
-        .get(ann::INSPECT)
-        .is_some_and(|v| v == "disabled");
-    Ok(HostInfo {
-        key: key(host),
-        provisioner_id: host
-            .status
-            .as_ref()
-            .map(|s| s.provisioning.id.clone())
-            .unwrap_or_default(),
-        bmc: address,
-        credentials,
-        disable_certificate_verification: bmc.disable_certificate_verification,
-        boot_mac_address: host.spec.boot_mac_address.clone(),
-        boot_mode: host.spec.boot_mode,
-        inspection_mode: if inspection_disabled {
-            InspectionMode::Disabled
-        } else {
-            host.spec.inspection_mode.unwrap_or(InspectionMode::Fast)
-        },
-        root_device_hints: host.spec.root_device_hints.clone(),
-        automated_cleaning_mode: host
-            .spec
-            .automated_cleaning_mode
-            .unwrap_or(AutomatedCleaningMode::Metadata),
-        disable_power_off: host.spec.disable_power_off,
-    })
-}
 
 /// Reads a data Secret's content; the key is the field's own name or `value`.
 async fn data_secret(
@@ -331,9 +233,9 @@ fn busy_hosts(ctx: &Context) -> (HashSet<String>, HashSet<String>) {
             _ => continue,
         };
         if m.start.is_some() {
-            started.insert(key(&h));
+            started.insert(host_key(&h));
             if m.end.is_none() {
-                busy.insert(key(&h));
+                busy.insert(host_key(&h));
             }
         }
     }
@@ -343,7 +245,7 @@ fn busy_hosts(ctx: &Context) -> (HashSet<String>, HashSet<String>) {
 /// Asks for a slot. Serialized, and counting slots granted but not yet visible in the cache,
 /// so concurrent reconciles cannot overshoot the limit.
 async fn capacity(ctx: &Context, host: &BareMetalHost) -> bool {
-    let me = key(host);
+    let me = host_key(host);
     let mut grants = ctx.capacity_grants.lock().await;
     let (started, mut busy) = busy_hosts(ctx);
     // Once the cache shows the operation started, the cache is the authority.

@@ -21,8 +21,9 @@ use super::step::{Act, HostView, Look, Seen, Step, StepInput, step};
 use crate::context::Context;
 use crate::error::{Error, retry_after};
 use crate::events::HostEvent;
-use crate::host::reconcile::{host_info, read_credentials};
 use crate::host::status::merge_diff;
+use crate::host_info::host_info;
+use crate::secrets::read_credentials;
 
 /// Held on a job until it has finished (and restored), so deleting a running job stops it
 /// cleanly after the current task.
@@ -258,7 +259,7 @@ pub fn error_policy(_job: Arc<BMCJob>, error: &Error, _jc: Arc<JobContext>) -> A
 
 /// The host's BMC as the provisioner addresses it (credentials from its Secret).
 async fn target(ctx: &Context, host: &BareMetalHost) -> Result<HostInfo, ProvisionerError> {
-    let (_, creds) = read_credentials(ctx, host)
+    let (_, creds) = read_credentials(&ctx.client, &ctx.secrets, host)
         .await
         .map_err(|e| ProvisionerError::new(ErrorKind::Unreachable, e.to_string()))?;
     host_info(host, creds.as_ref())
