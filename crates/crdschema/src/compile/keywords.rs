@@ -1,110 +1,23 @@
-//! Turns an `openAPIV3Schema` JSON document into a [`Node`] tree, checking
-//! the structural-schema rules kube-apiserver enforces on CRDs.
+//! Compiling one schema node, one function per keyword group, in the
+//! order kube-apiserver reports their errors.
 
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use crate::cost::check_static;
-use crate::error::{FieldError, Reason};
-use crate::node::{Additional, ListType, Node, ROOT_PATH, Type};
-use crate::path::Path;
-use crate::regexes::{Literals, Table};
+use super::checks::check_map_keys;
+use super::ctx::{Ctx, Place, get_bool, get_f64, get_string, get_u64};
+use crate::error::Reason;
+use crate::node::{Additional, ListType, Node, Type};
 use crate::rules;
-use crate::transform;
-use crate::validate::validate_value;
 use crate::wording::{fmt_value, quote};
 
 /// Deeper schemas than this are refused rather than risking the stack.
 const MAX_DEPTH: usize = 64;
 
-struct Ctx<'a> {
-    env: &'a cel::Env,
-    errs: Vec<FieldError>,
-    /// The literal patterns of the rules, compiled with them.
-    literals: Literals,
-}
-
-impl Ctx<'_> {
-    fn err(&mut self, field: String, reason: Reason, message: impl Into<String>) {
-        self.errs.push(FieldError::new(field, reason, message));
-    }
-}
-
-/// Which part of the schema a node sits in; structural rules differ.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Place {
-    Root,
-    Property,
-    Items,
-    Additional,
-    /// Inside allOf/anyOf/oneOf/not: value validations only.
-    Junctor,
-}
-
-/// The compiled schema, and the literal patterns of its rules. `enforce`:
-/// whether static cost limits apply (`CostLimits::Enforce`).
-pub(crate) fn compile_root(
-    schema: &Value,
-    env: &cel::Env,
-    enforce: bool,
-) -> Result<(Node, Table), Vec<FieldError>> {
-    let mut ctx = Ctx {
-        env,
-        errs: Vec::new(),
-        literals: Literals::new(enforce),
-    };
-    let node = compile_node(&mut ctx, schema, ROOT_PATH, Place::Root, 0, true);
-    if let Some(node) = &node {
-        if node.ty != Some(Type::Object) && ctx.errs.is_empty() {
-            let got = node.ty.map(Type::as_str).unwrap_or("");
-            ctx.err(
-                format!("{ROOT_PATH}.type"),
-                Reason::FieldValueInvalid,
-                format!("Invalid value: {}: must be object at the root", quote(got)),
-            );
-        }
-        check_root_metadata(&mut ctx, schema);
-        check_defaults(&mut ctx, node, ROOT_PATH);
-        // Rule costs are estimated once the schema is sound: they need
-        // every rule compiled.
-        if enforce && ctx.errs.is_empty() {
-            ctx.errs = check_static(node, &ctx.literals.table);
-        }
-    }
-    match node {
-        Some(node) if ctx.errs.is_empty() => Ok((node, ctx.literals.table)),
-        _ => Err(ctx.errs),
-    }
-}
-
-/// kube-apiserver allows only `name` and `generateName` to be specified
-/// under the root's `metadata`; the rest of ObjectMeta is its own business.
-fn check_root_metadata(ctx: &mut Ctx, schema: &Value) {
-    let Some(meta) = schema.get("properties").and_then(|p| p.get("metadata")) else {
-        return;
-    };
-    let path = format!("{ROOT_PATH}.properties[metadata]");
-    let Some(obj) = meta.as_object() else {
-        return;
-    };
-    let allowed_keys = ["type", "properties", "description"];
-    let props_ok = obj
-        .get("properties")
-        .and_then(Value::as_object)
-        .is_none_or(|p| p.keys().all(|k| k == "name" || k == "generateName"));
-    if !props_ok || obj.keys().any(|k| !allowed_keys.contains(&k.as_str())) {
-        ctx.err(
-            path,
-            Reason::FieldValueForbidden,
-            "Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified",
-        );
-    }
-}
-
 /// `correlatable` tells whether values at this node can be paired with
 /// their old values on update (not below atomic lists), which transition
 /// rules need.
-fn compile_node(
+pub(super) fn compile_node(
     ctx: &mut Ctx,
     v: &Value,
     path: &str,
@@ -129,8 +42,27 @@ fn compile_node(
         return None;
     };
     let mut n = Node::default();
-    let at = |k: &str| format!("{path}.{k}");
+    check_unsupported_keys(ctx, obj, path, place);
+    compile_flags(ctx, obj, path, &mut n);
+    compile_type(ctx, obj, path, place, &mut n);
+    compile_bounds(ctx, obj, path, &mut n);
+    compile_required(ctx, obj, path, &mut n);
+    compile_enum_and_default(ctx, obj, path, &mut n);
+    compile_object(ctx, obj, path, place, depth, correlatable, &mut n);
+    compile_list(ctx, obj, path, place, depth, correlatable, &mut n);
+    compile_junctors(ctx, obj, path, depth, correlatable, &mut n);
+    compile_list_map_keys(ctx, obj, path, &mut n);
+    compile_rules(ctx, obj, path, place, correlatable, &mut n);
 
+    n.rules_below = n.properties.values().any(Node::has_rules)
+        || n.items.as_ref().is_some_and(|i| i.has_rules())
+        || matches!(&n.additional, Additional::Schema(a) if a.has_rules());
+    Some(n)
+}
+
+/// Keywords structural schemas forbid, and values they forbid here.
+fn check_unsupported_keys(ctx: &mut Ctx, obj: &Map<String, Value>, path: &str, place: Place) {
+    let at = |k: &str| format!("{path}.{k}");
     for key in [
         "$ref",
         "definitions",
@@ -163,6 +95,10 @@ fn compile_node(
             "Forbidden: must not be used at the root",
         );
     }
+}
+
+/// The boolean keywords.
+fn compile_flags(ctx: &mut Ctx, obj: &Map<String, Value>, path: &str, n: &mut Node) {
     n.int_or_string = get_bool(ctx, obj, "x-kubernetes-int-or-string", path);
     n.preserve_unknown = get_bool(ctx, obj, "x-kubernetes-preserve-unknown-fields", path);
     n.embedded = get_bool(ctx, obj, "x-kubernetes-embedded-resource", path);
@@ -170,7 +106,11 @@ fn compile_node(
     n.unique_items = get_bool(ctx, obj, "uniqueItems", path);
     n.exclusive_minimum = get_bool(ctx, obj, "exclusiveMinimum", path);
     n.exclusive_maximum = get_bool(ctx, obj, "exclusiveMaximum", path);
+}
 
+/// `type`, and what a node's place and flags require of it.
+fn compile_type(ctx: &mut Ctx, obj: &Map<String, Value>, path: &str, place: Place, n: &mut Node) {
+    let at = |k: &str| format!("{path}.{k}");
     match obj.get("type") {
         None => {}
         Some(Value::String(s)) if s.is_empty() => {}
@@ -239,7 +179,11 @@ fn compile_node(
             "Invalid value: must be object if x-kubernetes-embedded-resource is true",
         );
     }
+}
 
+/// `format`, and the bounds on numbers, lengths, counts and patterns.
+fn compile_bounds(ctx: &mut Ctx, obj: &Map<String, Value>, path: &str, n: &mut Node) {
+    let at = |k: &str| format!("{path}.{k}");
     n.format = get_string(ctx, obj, "format", path);
     n.minimum = get_f64(ctx, obj, "minimum", path);
     n.maximum = get_f64(ctx, obj, "maximum", path);
@@ -272,7 +216,11 @@ fn compile_node(
             ),
         }
     }
+}
 
+/// `required`.
+fn compile_required(ctx: &mut Ctx, obj: &Map<String, Value>, path: &str, n: &mut Node) {
+    let at = |k: &str| format!("{path}.{k}");
     match obj.get("required") {
         None => {}
         Some(Value::Array(items)) => {
@@ -293,7 +241,11 @@ fn compile_node(
             format!("Invalid value: {}: must be a list", fmt_value(other)),
         ),
     }
+}
 
+/// `enum` and `default`.
+fn compile_enum_and_default(ctx: &mut Ctx, obj: &Map<String, Value>, path: &str, n: &mut Node) {
+    let at = |k: &str| format!("{path}.{k}");
     match obj.get("enum") {
         None => {}
         Some(Value::Array(items)) => n.enum_values = Some(items.clone()),
@@ -307,7 +259,19 @@ fn compile_node(
     if let Some(d) = obj.get("default") {
         n.default = Some(d.clone());
     }
+}
 
+/// `properties` and `additionalProperties`, compiled recursively.
+fn compile_object(
+    ctx: &mut Ctx,
+    obj: &Map<String, Value>,
+    path: &str,
+    place: Place,
+    depth: usize,
+    correlatable: bool,
+    n: &mut Node,
+) {
+    let at = |k: &str| format!("{path}.{k}");
     let child_place = if place == Place::Junctor {
         Place::Junctor
     } else {
@@ -359,7 +323,19 @@ fn compile_node(
             "Forbidden: must not be false if x-kubernetes-preserve-unknown-fields is true",
         );
     }
+}
 
+/// `x-kubernetes-list-type` and `items`, compiled recursively.
+fn compile_list(
+    ctx: &mut Ctx,
+    obj: &Map<String, Value>,
+    path: &str,
+    place: Place,
+    depth: usize,
+    correlatable: bool,
+    n: &mut Node,
+) {
+    let at = |k: &str| format!("{path}.{k}");
     match get_string(ctx, obj, "x-kubernetes-list-type", path).as_deref() {
         None => {}
         Some("atomic") => n.list_type = Some(ListType::Atomic),
@@ -406,7 +382,18 @@ fn compile_node(
             "Required value: must be specified",
         );
     }
+}
 
+/// `allOf`, `anyOf`, `oneOf` and `not`, compiled recursively.
+fn compile_junctors(
+    ctx: &mut Ctx,
+    obj: &Map<String, Value>,
+    path: &str,
+    depth: usize,
+    correlatable: bool,
+    n: &mut Node,
+) {
+    let at = |k: &str| format!("{path}.{k}");
     for (key, list) in [
         ("allOf", &mut n.all_of),
         ("anyOf", &mut n.any_of),
@@ -435,7 +422,11 @@ fn compile_node(
         n.not =
             compile_node(ctx, s, &at("not"), Place::Junctor, depth + 1, correlatable).map(Box::new);
     }
+}
 
+/// `x-kubernetes-list-map-keys`, and the keys a map list needs.
+fn compile_list_map_keys(ctx: &mut Ctx, obj: &Map<String, Value>, path: &str, n: &mut Node) {
+    let at = |k: &str| format!("{path}.{k}");
     if let Some(keys) = obj.get("x-kubernetes-list-map-keys") {
         let kp = at("x-kubernetes-list-map-keys");
         match keys.as_array() {
@@ -466,9 +457,20 @@ fn compile_node(
         }
     }
     if n.list_type == Some(ListType::Map) {
-        check_map_keys(ctx, &n, path);
+        check_map_keys(ctx, n, path);
     }
+}
 
+/// `x-kubernetes-validations`: the node's CEL rules.
+fn compile_rules(
+    ctx: &mut Ctx,
+    obj: &Map<String, Value>,
+    path: &str,
+    place: Place,
+    correlatable: bool,
+    n: &mut Node,
+) {
+    let at = |k: &str| format!("{path}.{k}");
     if let Some(rules_v) = obj.get("x-kubernetes-validations") {
         let rp = at("x-kubernetes-validations");
         match rules_v.as_array() {
@@ -480,7 +482,7 @@ fn compile_node(
                         path: format!("{rp}[{i}]"),
                         node_path: path,
                     };
-                    match rules::compile_rule(ctx.env, r, &n, &rule_at, &mut ctx.literals) {
+                    match rules::compile_rule(ctx.env, r, n, &rule_at, &mut ctx.literals) {
                         Ok(rule) => n.rules.push(rule),
                         Err(mut e) => ctx.errs.append(&mut e),
                     }
@@ -491,163 +493,6 @@ fn compile_node(
                 Reason::FieldValueTypeInvalid,
                 "Invalid value: must be a list",
             ),
-        }
-    }
-
-    n.rules_below = n.properties.values().any(Node::has_rules)
-        || n.items.as_ref().is_some_and(|i| i.has_rules())
-        || matches!(&n.additional, Additional::Schema(a) if a.has_rules());
-    Some(n)
-}
-
-fn check_map_keys(ctx: &mut Ctx, n: &Node, path: &str) {
-    let kp = format!("{path}.x-kubernetes-list-map-keys");
-    if n.list_map_keys.is_empty() {
-        ctx.err(
-            kp.clone(),
-            Reason::FieldValueRequired,
-            "Required value: must not be empty if x-kubernetes-list-type is map",
-        );
-    }
-    let Some(items) = &n.items else {
-        return;
-    };
-    if items.ty != Some(Type::Object) {
-        ctx.err(
-            format!("{path}.items.type"),
-            Reason::FieldValueInvalid,
-            "Invalid value: must be object if parent array's x-kubernetes-list-type is map",
-        );
-        return;
-    }
-    for (i, k) in n.list_map_keys.iter().enumerate() {
-        match items.properties.get(k) {
-            None => ctx.err(
-                format!("{kp}[{i}]"),
-                Reason::FieldValueInvalid,
-                format!(
-                    "Invalid value: {}: entries must all be names of item properties",
-                    quote(k)
-                ),
-            ),
-            Some(p) if p.default.is_none() && !items.required.contains(k) => ctx.err(
-                format!("{kp}[{i}]"),
-                Reason::FieldValueInvalid,
-                format!(
-                    "Invalid value: {}: entries must all be names of item properties that are required or have a default",
-                    quote(k)
-                ),
-            ),
-            Some(p) if matches!(p.ty, Some(Type::Object) | Some(Type::Array)) => ctx.err(
-                format!("{path}.items.properties[{k}].type"),
-                Reason::FieldValueInvalid,
-                "Invalid value: must be a scalar type if parent array's x-kubernetes-list-type is map",
-            ),
-            Some(_) => {}
-        }
-    }
-}
-
-/// Defaults must themselves be valid and free of unknown fields, as
-/// kube-apiserver checks when a CRD is written.
-fn check_defaults(ctx: &mut Ctx, n: &Node, path: &str) {
-    if let Some(d) = &n.default {
-        let dp = format!("{path}.default");
-        let mut defaulted = d.clone();
-        transform::default(n, &mut defaulted, 0);
-        let mut pruned = defaulted.clone();
-        transform::prune(n, &mut pruned, false, 0, &Path::default(), &mut Vec::new());
-        if pruned != defaulted {
-            ctx.err(
-                dp.clone(),
-                Reason::FieldValueInvalid,
-                format!(
-                    "Invalid value: {}: must not have unknown fields",
-                    fmt_value(d)
-                ),
-            );
-        }
-        let mut errs = Vec::new();
-        validate_value(n, &pruned, &Path::default(), &mut errs);
-        for e in errs {
-            let sub = if e.field.is_empty() {
-                dp.clone()
-            } else {
-                format!("{dp}.{}", e.field)
-            };
-            ctx.err(sub, e.reason, e.message);
-        }
-    }
-    for (name, c) in &n.properties {
-        check_defaults(ctx, c, &format!("{path}.properties[{name}]"));
-    }
-    if let Some(items) = &n.items {
-        check_defaults(ctx, items, &format!("{path}.items"));
-    }
-    if let Additional::Schema(a) = &n.additional {
-        check_defaults(ctx, a, &format!("{path}.additionalProperties"));
-    }
-}
-
-fn get_bool(ctx: &mut Ctx, obj: &Map<String, Value>, key: &str, path: &str) -> bool {
-    match obj.get(key) {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => {
-            ctx.err(
-                format!("{path}.{key}"),
-                Reason::FieldValueTypeInvalid,
-                format!("Invalid value: {}: must be a boolean", fmt_value(other)),
-            );
-            false
-        }
-    }
-}
-
-fn get_string(ctx: &mut Ctx, obj: &Map<String, Value>, key: &str, path: &str) -> Option<String> {
-    match obj.get(key) {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => {
-            ctx.err(
-                format!("{path}.{key}"),
-                Reason::FieldValueTypeInvalid,
-                format!("Invalid value: {}: must be a string", fmt_value(other)),
-            );
-            None
-        }
-    }
-}
-
-fn get_f64(ctx: &mut Ctx, obj: &Map<String, Value>, key: &str, path: &str) -> Option<f64> {
-    match obj.get(key) {
-        None | Some(Value::Null) => None,
-        Some(Value::Number(n)) => n.as_f64(),
-        Some(other) => {
-            ctx.err(
-                format!("{path}.{key}"),
-                Reason::FieldValueTypeInvalid,
-                format!("Invalid value: {}: must be a number", fmt_value(other)),
-            );
-            None
-        }
-    }
-}
-
-fn get_u64(ctx: &mut Ctx, obj: &Map<String, Value>, key: &str, path: &str) -> Option<u64> {
-    match obj.get(key) {
-        None | Some(Value::Null) => None,
-        Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
-        Some(other) => {
-            ctx.err(
-                format!("{path}.{key}"),
-                Reason::FieldValueInvalid,
-                format!(
-                    "Invalid value: {}: must be a non-negative integer",
-                    fmt_value(other)
-                ),
-            );
-            None
         }
     }
 }
