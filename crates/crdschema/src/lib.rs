@@ -86,8 +86,6 @@ mod compile;
 mod schema;
 
 #[cfg(test)]
-mod cost_tests;
-#[cfg(test)]
 mod tests;
 
 pub use error::{FieldError, Reason};

@@ -5,16 +5,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::fixtures::in_spec;
 use crate::cost::cost_error_message;
-use crate::{CostLimits, FieldError, Reason, Schema};
+use crate::error::{FieldError, Reason};
+use crate::schema::{CostLimits, Schema};
 
 const SPEC: &str = "spec.validation.openAPIV3Schema.properties[spec]";
 const HINT: &str = "(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)";
 const NESTED_ALL: &str = "self.all(x, self.all(y, x == y || x != y))";
-
-fn in_spec(field: Value) -> Value {
-    json!({"type": "object", "properties": {"spec": field}})
-}
 
 /// A spec whose `names` list carries `rules`.
 fn names_schema(names: Value, rules: Value) -> Value {
