@@ -62,9 +62,13 @@
 //! assert_eq!(errs[0].message, r#"Invalid value: "object": online can not be unset"#);
 //! ```
 
-// Bottom up: leaf types shared by every step, the schema tree, the steps
-// (each only consumes what is below it), and `Schema`, which runs them.
-// Modules import downward only.
+// Modules in groups, bottom up; each group imports only from the groups
+// above it, so that no two modules import each other:
+// leaves shared by every step (errors, field paths, wording, limits,
+// formats); the compiled schema tree and regular expressions; what the
+// steps ask of values; the steps (cost estimates, defaulting and pruning,
+// OpenAPI validation); CEL rules, which use cost estimates; compiling,
+// which uses the steps to check a schema; and `Schema`, which runs them.
 mod error;
 mod formats;
 mod limits;
@@ -73,6 +77,7 @@ mod wording;
 
 mod node;
 mod regexes;
+
 mod value;
 
 mod cost;

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::ctx::Ctx;
+use super::context::Ctx;
 use crate::error::Reason;
 use crate::node::{Additional, Node, ROOT_PATH, Type};
 use crate::path::Path;

@@ -5,7 +5,7 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::checks::check_map_keys;
-use super::ctx::{Ctx, Place, get_bool, get_f64, get_string, get_u64};
+use super::context::{Ctx, Place, get_bool, get_f64, get_string, get_u64};
 use crate::error::Reason;
 use crate::node::{Additional, ListType, Node, Type};
 use crate::rules;

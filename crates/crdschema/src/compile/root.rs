@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::checks::{check_defaults, check_root_metadata};
-use super::ctx::{Ctx, Place};
+use super::context::{Ctx, Place};
 use super::keywords::compile_node;
 use crate::cost::check_static;
 use crate::error::{FieldError, Reason};

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use cel::IdedExpr;
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, LiteralValue};
 
-use super::abs::{Abs, Shape, join, literal};
+use super::abstract_value::{Abs, Shape, join, literal};
 use super::functions::function;
 use super::sizes::Sizes;
 use crate::node::Node;

@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use super::abs::{Abs, Shape, join, log2, tr};
+use super::abstract_value::{Abs, Shape, join, log2, tr};
 use super::sizes::Sizes;
 use crate::regexes::{self, Table};
 

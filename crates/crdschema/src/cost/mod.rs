@@ -23,17 +23,27 @@
 //! short-circuit, and charges every element of a list the largest element's
 //! cost. Regular expressions that are not literals in the rule are compiled
 //! while the rule runs, and metered then (see `regexes::Meter`).
+//!
+//! [`STATIC_ESTIMATED_COST_LIMIT`]: crate::limits::STATIC_ESTIMATED_COST_LIMIT
+//! [`STATIC_ESTIMATED_CRD_COST_LIMIT`]: crate::limits::STATIC_ESTIMATED_CRD_COST_LIMIT
+//! [`PER_CALL_LIMIT`]: crate::limits::PER_CALL_LIMIT
+//! [`RUNTIME_CEL_COST_BUDGET`]: crate::limits::RUNTIME_CEL_COST_BUDGET
 
-// Bottom up: the sizes a schema allows, the sizes an object holds, the
-// abstract values estimates work on, where their sizes come from, what each
-// function costs, the estimator, and the check made when a CRD is written.
-mod abs;
+// In groups, bottom up; each group imports only from the groups above it:
+// the abstract values estimates work on, the sizes a schema allows and the
+// sizes an object holds; where an estimate takes sizes from; what each
+// function costs; the estimator; and the check made when a CRD is written.
+mod abstract_value;
 mod bounds;
-mod estimate;
-mod functions;
-mod sizes;
-mod static_check;
 mod stats;
+
+mod sizes;
+
+mod functions;
+
+mod estimate;
+
+mod static_check;
 
 pub(crate) use estimate::estimate;
 pub(crate) use sizes::Sizes;

@@ -1,7 +1,7 @@
 //! Where the estimate takes the sizes of values from: the schema's bounds
 //! or an object's actual values.
 
-use super::abs::{Abs, Shape, join};
+use super::abstract_value::{Abs, Shape, join};
 use super::bounds::{MAX_NAME_LEN, MAX_TYPE_META_LEN, REQ, static_len, static_num};
 use super::stats::{Stats, node_key};
 use crate::node::{Additional, Node, Type};

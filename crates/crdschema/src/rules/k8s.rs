@@ -13,7 +13,7 @@ use crate::regexes::Meter;
 type Result<T> = std::result::Result<T, ExecutionError>;
 
 /// The name `matches` calls are renamed to, so that they reach
-/// [`matches`] (which compiles each pattern once) instead of cel's own
+/// [`matches()`] (which compiles each pattern once) instead of cel's own
 /// (which compiles it on every call). Users cannot spell it.
 pub(super) const MATCHES: &str = "@matches";
 

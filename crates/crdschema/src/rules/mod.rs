@@ -1,16 +1,20 @@
 //! `x-kubernetes-validations`: CEL rules compiled with the schema and
 //! evaluated against each value at the node that declares them.
 
-// Bottom up: the Kubernetes library and the environment; parsing; the
-// schema checks and compiling a rule; converting values, running one
-// expression, and the walk that evaluates a schema's rules.
-mod compile;
+// In groups, bottom up; each group imports only from the groups above it:
+// the CEL environment, the Kubernetes library and the context offering it,
+// the schema checks of rule fields, converting values and running one
+// expression; parsing, which renames calls into the library; compiling a
+// rule, and the walk that evaluates a schema's rules.
 mod env;
 mod field_check;
 mod k8s;
-mod parse;
 mod run;
 mod to_cel;
+
+mod parse;
+
+mod compile;
 mod walker;
 
 pub(crate) use compile::{RuleAt, compile_rule};
