@@ -28,6 +28,7 @@
 
 pub mod bmc_gate;
 pub mod claim;
+pub mod conditions;
 pub mod config;
 pub mod context;
 pub mod detached;
@@ -38,6 +39,7 @@ pub mod host;
 pub mod host_info;
 pub mod job;
 pub mod leader;
+pub mod merge_patch;
 pub mod metrics;
 pub mod remote;
 pub mod rufio;

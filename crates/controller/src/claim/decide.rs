@@ -9,6 +9,8 @@ use ferrometal_api::{BareMetalHost, Condition, HostClaim, NamespacedRef, Provisi
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
+use crate::conditions::new as condition;
+
 /// On the host: the claim's resourceVersion whose one-shot annotations (reboot, operation) were
 /// forwarded, so a crash between forwarding and removing them from the claim never repeats them.
 pub const FORWARDED: &str = "hostclaim.ferrometal.io/forwarded";
@@ -300,17 +302,6 @@ pub enum Binding<'a> {
     Missing {
         detached: bool,
     },
-}
-
-fn condition(type_: &str, ok: bool, reason: &str, message: impl Into<String>) -> Condition {
-    Condition {
-        type_: type_.into(),
-        status: if ok { "True" } else { "False" }.into(),
-        reason: reason.into(),
-        message: message.into(),
-        last_transition_time: None,
-        observed_generation: None,
-    }
 }
 
 /// Why the host's provisioning is or is not done, in words that name no infrastructure.

@@ -19,6 +19,7 @@ use crate::claim::decide::{
     self, Binding, COPY_LABEL, COPY_NAME_LABEL, DataKind, DataSync, Release, StatusInput,
 };
 use crate::claim::select;
+use crate::conditions::now;
 use crate::error::{Error, conflict, jitter, not_found};
 use crate::events::{announce, event};
 use crate::hardware_data::{FIELD_MANAGER, write_hardware_copy};
@@ -209,13 +210,6 @@ pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<ClaimContext>) -> Result<
         },
     )
     .await
-}
-
-pub(crate) fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .round(k8s_openapi::jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
 }
 
 fn claims(ctx: &ClaimContext, claim: &HostClaim) -> Api<HostClaim> {

@@ -14,14 +14,15 @@ use std::time::Duration;
 
 use ferrometal_api::annotations::{self as ann, DeleteAction, Operation, RebootMode};
 use ferrometal_api::{
-    BareMetalHostSpec, BareMetalHostStatus, Condition, CredentialsStatus, ErrorType,
-    HardwareDetails, InspectionMode, OperationMetric, OperationalStatus, ProvisioningState,
+    BareMetalHostSpec, BareMetalHostStatus, CredentialsStatus, ErrorType, HardwareDetails,
+    InspectionMode, OperationMetric, OperationalStatus, ProvisioningState,
 };
 use ferrometal_bmc::PowerState;
 use ferrometal_provisioner::{ErrorKind, PowerOffMode, ProvisionerError, Registration};
 use k8s_openapi::api::core::v1::SecretReference;
 use k8s_openapi::jiff::Timestamp;
 
+use crate::conditions;
 use crate::config::Timing;
 use crate::events::HostEvent;
 use crate::secrets::CredentialsObservation;
@@ -438,7 +439,7 @@ impl<'a, 'b> Engine<'a, 'b> {
         }
         self.d.error_category = Some(e.kind.as_str());
         let now = rfc3339(self.input.now);
-        super::conditions::set_blocked(
+        conditions::set_blocked(
             &mut self.st,
             "NotSupported",
             &e.message,
@@ -449,7 +450,7 @@ impl<'a, 'b> Engine<'a, 'b> {
     }
 
     fn clear_error(&mut self) {
-        super::conditions::clear_blocked(&mut self.st);
+        conditions::clear_blocked(&mut self.st);
         self.st.error_type = None;
         self.st.error_message.clear();
         self.st.error_count = 0;
@@ -880,7 +881,7 @@ impl<'a, 'b> Engine<'a, 'b> {
             Outcome::Inspected(details) => {
                 self.clear_error();
                 let now = rfc3339(self.input.now);
-                let gaps = super::conditions::update_inspection(
+                let gaps = conditions::update_inspection(
                     &mut self.st,
                     details.as_ref(),
                     self.input.generation,
@@ -1379,12 +1380,9 @@ impl<'a, 'b> Engine<'a, 'b> {
         let mut st = std::mem::take(&mut self.st);
         update_conditions(&mut st, self.input.generation, self.input.now);
         let now = rfc3339(self.input.now);
-        if let Some(message) = super::conditions::update_not_acted_on(
-            &mut st,
-            self.input.spec,
-            self.input.generation,
-            &now,
-        ) {
+        if let Some(message) =
+            conditions::update_not_acted_on(&mut st, self.input.spec, self.input.generation, &now)
+        {
             self.warning("FieldsNotActedOn", message);
         }
         let original = self.input.status.cloned().unwrap_or_default();
@@ -1407,10 +1405,5 @@ impl<'a, 'b> Engine<'a, 'b> {
 
 /// Keeps the conditions consistent with the rest of the status, as metal3 computes them.
 pub fn update_conditions(st: &mut BareMetalHostStatus, generation: Option<i64>, now: Timestamp) {
-    super::conditions::update(st, generation, &rfc3339(now));
-}
-
-/// The condition of type `type_`, if set.
-pub fn condition<'c>(conditions: &'c [Condition], type_: &str) -> Option<&'c Condition> {
-    conditions.iter().find(|c| c.type_ == type_)
+    conditions::update(st, generation, &rfc3339(now));
 }

@@ -15,8 +15,8 @@ use ferrometal_provisioner::{ErrorKind, PowerOffMode, ProvisionerError, Registra
 use k8s_openapi::api::core::v1::SecretReference;
 use k8s_openapi::jiff::Timestamp;
 
-use super::conditions::{BLOCKED, INSPECTION_INCOMPLETE};
 use super::decide::*;
+use crate::conditions::{BLOCKED, INSPECTION_INCOMPLETE, condition};
 use crate::config::Timing;
 use crate::secrets::CredentialsObservation;
 

@@ -23,8 +23,8 @@ use crate::detached::Found;
 use crate::error::Error;
 use crate::host::chain::{Chain, Next, Resume};
 use crate::host::decide::{Call, Decision, FinalizerChange, MemoChange, Outcome};
-use crate::host::status::merge_diff;
 use crate::host_info::{host_info, host_key};
+use crate::merge_patch::merge_diff;
 use crate::metrics::metrics;
 use crate::secrets::read_credentials;
 

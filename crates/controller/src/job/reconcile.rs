@@ -21,8 +21,8 @@ use super::step::{Act, HostView, Look, Seen, Step, StepInput, step};
 use crate::context::Context;
 use crate::error::{Error, retry_after};
 use crate::events::HostEvent;
-use crate::host::status::merge_diff;
 use crate::host_info::host_info;
+use crate::merge_patch::merge_diff;
 use crate::secrets::read_credentials;
 
 /// Held on a job until it has finished (and restored), so deleting a running job stops it

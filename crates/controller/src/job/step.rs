@@ -17,7 +17,7 @@ use ferrometal_api::job::{
 use ferrometal_bmc::PowerState;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::host::status::set_condition;
+use crate::conditions::set_condition;
 
 /// What the job controller knows of the job's host.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 use ferrometal_api::annotations as ann;
 use ferrometal_api::claim::conditions as c;
 use ferrometal_api::claim::{REMOTE_FORWARDED, REMOTE_ID, REMOTE_MIRROR_LABEL, REMOTE_REBOOT_KEYS};
-use ferrometal_api::{Condition, HostClaim, HostClaimStatus, NamespacedRef};
+use ferrometal_api::{HostClaim, HostClaimStatus, NamespacedRef};
 use k8s_openapi::api::core::v1::SecretReference;
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
 use crate::claim::decide::{DataKind, Markers, forward_annotations, forward_token};
+use crate::conditions::new as cond;
 
 /// The claim's identity shared with its mirror: set once, carried by `ferrometal move`.
 pub fn remote_id(claim: &HostClaim) -> Option<&String> {
@@ -252,17 +253,6 @@ pub fn status(
         new.last_updated = Some(now.to_string());
     }
     new
-}
-
-fn cond(type_: &str, ok: bool, reason: &str, message: impl Into<String>) -> Condition {
-    Condition {
-        type_: type_.into(),
-        status: if ok { "True" } else { "False" }.into(),
-        reason: reason.into(),
-        message: message.into(),
-        last_transition_time: None,
-        observed_generation: None,
-    }
 }
 
 #[cfg(test)]

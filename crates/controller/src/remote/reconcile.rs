@@ -17,7 +17,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::claim::decide::DataKind;
-use crate::claim::reconcile::now;
+use crate::conditions::now;
 use crate::error::{Error, conflict, jitter, not_found};
 use crate::events::{HostEvent, announce, event};
 use crate::hardware_data::{FIELD_MANAGER, write_hardware_copy};

@@ -1,38 +1,6 @@
-//! Status helpers: conditions and the minimal merge patch between two statuses.
+//! The minimal merge patch between two statuses, so a write sends only what changed.
 
-use ferrometal_api::Condition;
 use serde_json::{Map, Value};
-
-/// Sets condition `type_`; `lastTransitionTime` moves only when the status flips.
-pub fn set_condition(
-    conditions: &mut Vec<Condition>,
-    type_: &str,
-    status: &str,
-    reason: &str,
-    message: &str,
-    now: &str,
-    generation: Option<i64>,
-) {
-    match conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) => {
-            if c.status != status {
-                c.status = status.into();
-                c.last_transition_time = Some(now.into());
-            }
-            c.reason = reason.into();
-            c.message = message.into();
-            c.observed_generation = generation;
-        }
-        None => conditions.push(Condition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: reason.into(),
-            message: message.into(),
-            last_transition_time: Some(now.into()),
-            observed_generation: generation,
-        }),
-    }
-}
 
 /// A JSON merge patch (RFC 7386) turning `old` into `new`: changed keys only, `null` for
 /// removed ones, so fields our types omit when empty are really cleared on the server.
@@ -78,16 +46,5 @@ mod tests {
             json!({"b": {"c": 5}, "e": [1, 2], "new": true, "gone": null})
         );
         assert_eq!(merge_diff(&new, &new), None);
-    }
-
-    #[test]
-    fn condition_transition_time_moves_only_on_flip() {
-        let mut c = Vec::new();
-        set_condition(&mut c, "Ready", "False", "Registering", "", "t1", Some(1));
-        set_condition(&mut c, "Ready", "False", "Inspecting", "", "t2", Some(1));
-        assert_eq!(c[0].last_transition_time.as_deref(), Some("t1"));
-        set_condition(&mut c, "Ready", "True", "Available", "", "t3", Some(1));
-        assert_eq!(c[0].last_transition_time.as_deref(), Some("t3"));
-        assert_eq!(c[0].status, "True");
     }
 }

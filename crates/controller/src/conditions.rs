@@ -1,12 +1,73 @@
-//! A host's conditions, computed from the rest of its status exactly as metal3's
-//! baremetal-operator computes them: Manageable, AvailableForProvisioning, Provisioned, Ready,
-//! Progressing and Healthy, with metal3's reasons. Pure, so the whole table is tested below.
+//! Conditions, for every status here: setting one (hosts, BMCJobs), building one (claims,
+//! remote claims), finding one; and a host's conditions, computed from the rest of its status
+//! exactly as metal3's baremetal-operator computes them: Manageable, AvailableForProvisioning,
+//! Provisioned, Ready, Progressing and Healthy, with metal3's reasons. Pure, so the whole
+//! table is tested below.
 
 use ferrometal_api::{
-    BareMetalHostSpec, BareMetalHostStatus, HardwareDetails, OperationalStatus, ProvisioningState,
+    BareMetalHostSpec, BareMetalHostStatus, Condition, HardwareDetails, OperationalStatus,
+    ProvisioningState,
 };
 
-use super::status::set_condition;
+/// Sets condition `type_`; `lastTransitionTime` moves only when the status flips.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: &str,
+    generation: Option<i64>,
+) {
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.status = status.into();
+                c.last_transition_time = Some(now.into());
+            }
+            c.reason = reason.into();
+            c.message = message.into();
+            c.observed_generation = generation;
+        }
+        None => conditions.push(Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: Some(now.into()),
+            observed_generation: generation,
+        }),
+    }
+}
+
+/// The condition of type `type_`, if set.
+pub fn condition<'c>(conditions: &'c [Condition], type_: &str) -> Option<&'c Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// A True or False condition without transition time or generation: a claim's status fills
+/// those in against its previous status.
+pub fn new(type_: &str, ok: bool, reason: &str, message: impl Into<String>) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: None,
+        observed_generation: None,
+    }
+}
+
+/// The time a claim's status is written at (transition times, `lastUpdated`): RFC 3339, to the
+/// second.
+pub fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+// ---- a host's conditions, as metal3 computes them ----
 
 pub const MANAGEABLE: &str = "Manageable";
 pub const AVAILABLE_FOR_PROVISIONING: &str = "AvailableForProvisioning";
@@ -518,5 +579,16 @@ mod tests {
             (healthy.status.as_str(), healthy.reason.as_str()),
             ("Unknown", "Unknown")
         );
+    }
+
+    #[test]
+    fn condition_transition_time_moves_only_on_flip() {
+        let mut c = Vec::new();
+        set_condition(&mut c, "Ready", "False", "Registering", "", "t1", Some(1));
+        set_condition(&mut c, "Ready", "False", "Inspecting", "", "t2", Some(1));
+        assert_eq!(c[0].last_transition_time.as_deref(), Some("t1"));
+        set_condition(&mut c, "Ready", "True", "Available", "", "t3", Some(1));
+        assert_eq!(c[0].last_transition_time.as_deref(), Some("t3"));
+        assert_eq!(c[0].status, "True");
     }
 }
