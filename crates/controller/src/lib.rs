@@ -34,6 +34,7 @@ pub mod context;
 pub mod detached;
 pub mod error;
 pub mod events;
+pub mod forwarding;
 pub mod hardware_data;
 pub mod host;
 pub mod host_info;

@@ -27,6 +27,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::config::ControllerConfig;
 use crate::events::EventPublisher;
+use crate::forwarding::DataKind;
 
 pub struct ClaimContext {
     pub client: kube::Client,
@@ -202,7 +203,7 @@ pub async fn run(
             c4.state()
                 .iter()
                 .filter(|c| {
-                    decide::DataKind::ALL
+                    DataKind::ALL
                         .iter()
                         .any(|k| k.source(c) == Some((ns.clone(), name.clone())))
                 })

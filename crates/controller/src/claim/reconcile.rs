@@ -16,12 +16,13 @@ use serde_json::{Value, json};
 
 use crate::claim::ClaimContext;
 use crate::claim::decide::{
-    self, Binding, COPY_LABEL, COPY_NAME_LABEL, DataKind, DataSync, Release, StatusInput,
+    self, Binding, COPY_LABEL, COPY_NAME_LABEL, DataSync, Release, StatusInput,
 };
 use crate::claim::select;
 use crate::conditions::now;
 use crate::error::{Error, conflict, jitter, not_found};
 use crate::events::{announce, event};
+use crate::forwarding::{DataKind, is_paused};
 use crate::hardware_data::{FIELD_MANAGER, write_hardware_copy};
 use crate::metrics::metrics;
 
@@ -122,7 +123,7 @@ pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<ClaimContext>) -> Result<
         )
         .await;
     };
-    let data = if decide::is_paused(&claim) {
+    let data = if is_paused(&claim) {
         DataSync::default()
     } else {
         copy_data(&claim, &host, &ctx).await?
@@ -186,7 +187,7 @@ pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<ClaimContext>) -> Result<
             )
             .await;
     }
-    if !decide::is_paused(&claim) {
+    if !is_paused(&claim) {
         delete_stale_copies(&claim, &host_now, &data, &ctx).await?;
     }
     let hardware_data = copy_hardware_data(&claim, &host_now, &ctx).await?;
@@ -387,7 +388,7 @@ async fn bind(claim: &HostClaim, ctx: &ClaimContext) -> Result<Bind, Error> {
     // controller then acts once, as for a host patched directly (no extra BMC request).
     let needs_copies = DataKind::ALL.iter().any(|k| k.source(claim).is_some());
     if !needs_copies
-        && !decide::is_paused(claim)
+        && !is_paused(claim)
         && let Some(Value::Object(sync)) =
             decide::host_sync(claim, host, &DataSync::default(), None).patch
         && let Some(Value::Object(spec)) = sync.get("spec")

@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::SecretReference;
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
-use crate::claim::decide::{DataKind, Markers, forward_annotations, forward_token};
 use crate::conditions::new as cond;
+use crate::forwarding::{DataKind, Markers, forward_annotations, forward_token};
 
 /// The claim's identity shared with its mirror: set once, carried by `ferrometal move`.
 pub fn remote_id(claim: &HostClaim) -> Option<&String> {

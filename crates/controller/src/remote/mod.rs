@@ -24,9 +24,9 @@ use kube::runtime::controller::{Config, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
-use crate::claim::decide::DataKind;
 use crate::config::ControllerConfig;
 use crate::events::EventPublisher;
+use crate::forwarding::DataKind;
 
 pub struct RemoteContext {
     pub client: kube::Client,

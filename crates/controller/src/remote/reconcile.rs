@@ -16,10 +16,10 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::claim::decide::DataKind;
 use crate::conditions::now;
 use crate::error::{Error, conflict, jitter, not_found};
 use crate::events::{HostEvent, announce, event};
+use crate::forwarding::{DataKind, is_paused};
 use crate::hardware_data::{FIELD_MANAGER, write_hardware_copy};
 use crate::metrics::metrics;
 use crate::remote::RemoteContext;
@@ -86,7 +86,7 @@ pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<RemoteContext>) -> Result
     let name = claim.name_any();
     let local: Api<HostClaim> = Api::namespaced(ctx.client.clone(), &ns);
     let deleting = claim.meta().deletion_timestamp.is_some();
-    let paused = crate::claim::decide::is_paused(&claim);
+    let paused = is_paused(&claim);
     let held = claim.finalizers().iter().any(|f| f == HOSTCLAIM_FINALIZER);
     // A paused claim is hands off, as a paused host: deleting it touches nothing remote until
     // it is unpaused (a move takes its finalizer off and deletes it).
@@ -247,7 +247,7 @@ async fn sync(claim: &HostClaim, ctx: &RemoteContext, link: &Link) -> Result<Ste
         Ok(m) => m,
         Err((reason, msg)) => return Ok(Step::Failed(reason, msg)),
     };
-    let paused = crate::claim::decide::is_paused(claim);
+    let paused = is_paused(claim);
     // Data first, so the mirror never names a Secret that is not there yet.
     let mut data_error = None;
     let mut copied = Vec::new();
