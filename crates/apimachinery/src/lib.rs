@@ -3,10 +3,10 @@
 //! and OpenAPI documents. Everything works on `serde_json::Value` and never
 //! panics on arbitrary JSON.
 //!
-//! - [`selector`]: [`LabelSelector`](selector::LabelSelector) (kubectl `-l`,
+//! - [`selector`]: the selectors [`LabelSelector`](selector::LabelSelector) (kubectl `-l`,
 //!   `metav1.LabelSelector`), [`FieldSelector`](selector::FieldSelector)
 //!   (`--field-selector`).
-//! - [`patch`]: [`merge_patch`](patch::merge_patch),
+//! - [`patch`]: the patch functions [`merge_patch`](patch::merge_patch),
 //!   [`json_patch`](patch::json_patch()),
 //!   [`strategic_merge_patch`](patch::strategic_merge_patch) with the
 //!   `$patch`, `$retainKeys`, `$deleteFromPrimitiveList/…` and
@@ -20,7 +20,8 @@
 //!   [`schema_list_strategy`](apply::schema_list_strategy) (map lists,
 //!   including multi-key ones, and sets; everything else is atomic as for
 //!   CRDs).
-//! - [`table`]: [`columns_for_builtin`](table::columns_for_builtin),
+//! - [`table`]: Table rendering with
+//!   [`columns_for_builtin`](table::columns_for_builtin),
 //!   [`columns_for_crd`](table::columns_for_crd),
 //!   [`to_table`](table::to_table), [`jsonpath_get`](table::jsonpath_get),
 //!   kubectl-style ages.
