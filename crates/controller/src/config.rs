@@ -34,7 +34,7 @@ pub struct ControllerConfig {
     /// Serve Tinkerbell Rufio's Machine, Job and Task (off where Rufio itself runs).
     pub rufio: bool,
     /// The API servers remote claims' kubeconfigs may name.
-    pub remote_servers: crate::remote::servers::ServerPolicy,
+    pub remote_servers: crate::remote_servers::ServerPolicy,
 }
 
 /// Intervals the state machine uses; see `ControllerConfig` for the defaults.

@@ -43,6 +43,7 @@ pub mod leader;
 pub mod merge_patch;
 pub mod metrics;
 pub mod remote;
+pub mod remote_servers;
 pub mod rufio;
 pub mod secrets;
 

@@ -18,7 +18,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::servers::ServerPolicy;
+use crate::remote_servers::ServerPolicy;
 
 /// The largest kubeconfig read from a Secret.
 const MAX_KUBECONFIG: usize = 256 * 1024;

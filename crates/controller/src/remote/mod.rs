@@ -9,7 +9,10 @@
 pub mod decide;
 pub mod link;
 pub mod reconcile;
-pub mod servers;
+
+// The policy is a setting (ControllerConfig holds it), so it lives below the configuration;
+// this keeps its old path.
+pub use crate::remote_servers as servers;
 
 use std::future::Future;
 use std::sync::Arc;
