@@ -394,6 +394,29 @@ pub const BUSY_STATES: [&str; 10] = [
     "service wait",
 ];
 
+pub(super) fn uuid(node: &Value) -> &str {
+    str_of(node, "uuid")
+}
+
+pub(super) fn str_of<'a>(node: &'a Value, key: &str) -> &'a str {
+    node.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+pub(super) fn provision_state(node: &Value) -> &str {
+    str_of(node, "provision_state")
+}
+
+pub(super) fn last_error(node: &Value) -> Option<String> {
+    node.get("last_error")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+}
+
+pub(super) fn is_busy(state: &str) -> bool {
+    BUSY_STATES.contains(&state)
+}
+
 /// Turns Ironic's inspection inventory (the agent's format, which out-of-band redfish
 /// inspection also writes) and the node's properties into `status.hardware`.
 pub fn hardware_details(

@@ -12,7 +12,7 @@ use rand::Rng;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
-use super::IronicEndpoint;
+use super::client::IronicEndpoint;
 
 /// How to run Ironic.
 #[derive(Debug, Clone)]
