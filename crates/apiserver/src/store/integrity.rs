@@ -6,25 +6,14 @@ use std::path::Path;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde_json::Value;
 
-use super::{META, OBJECTS, Op, REVISION, StoreError, db_err};
+use super::error::{StoreError, db_err};
+use super::limits::{MAX_DEPTH, MAX_STORED_DEPTH};
+use super::op::Op;
+use super::tables::{META, OBJECTS, REVISION};
 
 /// Rows that could not be read at open, moved aside (key -> original bytes) so they never stop
 /// the server from starting again; `ferrometal store check` reports them.
 const QUARANTINE: TableDefinition<&str, &[u8]> = TableDefinition::new("quarantine");
-
-/// Largest stored object, as etcd's default request limit: one object can never crowd out the
-/// watch history (8 MiB, counting both sides of a change).
-pub const MAX_OBJECT_BYTES: usize = 1_572_864;
-
-/// Deepest nesting an object's content may have (everything but `metadata.managedFields`),
-/// checked after every transform (defaults, patches) before anything is stored.
-pub const MAX_DEPTH: usize = 100;
-
-/// Deepest nesting of a whole stored object: its field tracking (managedFields) mirrors the
-/// content a few levels down. serde_json refuses to parse beyond 128 levels, so a deeper row
-/// could be written but never read back; the margin covers the envelopes objects are served
-/// in (lists, watch events, tables).
-pub const MAX_STORED_DEPTH: usize = 120;
 
 /// The nesting depth of `v` (a scalar is 1); iterative so a hostile value cannot exhaust the
 /// stack, and allocation-free: it runs on every write.
@@ -71,7 +60,7 @@ fn deepest_path(v: &Value) -> String {
 }
 
 /// Refuses objects a later read could not handle; see [`MAX_DEPTH`], [`MAX_STORED_DEPTH`] and
-/// [`MAX_OBJECT_BYTES`].
+/// [`MAX_OBJECT_BYTES`](super::MAX_OBJECT_BYTES).
 pub(super) fn check_bounds(ops: &[Op]) -> Result<(), StoreError> {
     for op in ops {
         let Op::Put {

@@ -1,0 +1,269 @@
+//! [`Store`]: the handle the server holds: open, reads, watches' history, writes, close.
+
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use redb::{Database, ReadableDatabase, ReadableTable};
+use tokio::sync::{Mutex, Notify, oneshot, watch};
+
+use super::batch::{Queue, Writer, prepare};
+use super::committer::committer;
+use super::error::{StoreError, db_err};
+use super::history::{Event, EventType, Gone, HistoryLimits};
+use super::inner::Inner;
+use super::integrity::{check_bounds, load_row, quarantine};
+use super::limits::MAX_OBJECT_BYTES;
+use super::op::Op;
+use super::state::State;
+use super::stored::{Stored, resource_version};
+use super::tables::{META, OBJECTS, REVISION};
+use super::view::View;
+
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl Store {
+    /// Opens (or creates) the database at `path`, loads every object into memory and starts
+    /// the committer task (so it must be called inside a Tokio runtime).
+    pub fn open(path: &Path, limits: HistoryLimits) -> Result<Store, StoreError> {
+        // Reads are served from memory, so redb's page cache only needs to cover writes.
+        let db = Database::builder()
+            .set_cache_size(2 << 20)
+            .create(path)
+            .map_err(db_err)?;
+        let mut state = State::default();
+        {
+            let tx = db.begin_write().map_err(db_err)?;
+            // Make sure both tables exist so that read transactions never fail on a fresh file.
+            tx.open_table(OBJECTS).map_err(db_err)?;
+            tx.open_table(META).map_err(db_err)?;
+            tx.commit().map_err(db_err)?;
+        }
+        let tx = db.begin_read().map_err(db_err)?;
+        let meta = tx.open_table(META).map_err(db_err)?;
+        state.rev = meta.get(REVISION).map_err(db_err)?.map_or(0, |v| v.value());
+        let objects = tx.open_table(OBJECTS).map_err(db_err)?;
+        let mut bad: Vec<(String, Vec<u8>, String)> = Vec::new();
+        for row in objects.iter().map_err(db_err)? {
+            let (k, v) = row.map_err(db_err)?;
+            let key = k.value();
+            match load_row(key, v.value()) {
+                Ok((resource, ns, name, value)) => {
+                    let rev = resource_version(&value).unwrap_or(0);
+                    state
+                        .objects
+                        .entry(resource)
+                        .or_default()
+                        .insert((ns, name), Arc::new(Stored::new(rev, value)));
+                }
+                Err(why) => bad.push((key.to_string(), v.value().to_vec(), why)),
+            }
+        }
+        drop(objects);
+        drop(meta);
+        drop(tx);
+        let quarantined = bad.len();
+        if !bad.is_empty() {
+            quarantine(&db, &bad)?;
+        }
+        // After a restart the history is empty: watches from older revisions get 410 Gone and
+        // clients relist, exactly as after an etcd compaction.
+        state.compacted = state.rev;
+        let (rev_tx, _) = watch::channel(state.rev);
+        tracing::info!(revision = state.rev, quarantined, path = %path.display(), "store opened");
+        let opened_at = state.rev;
+        let writer = Writer {
+            next_rev: state.rev,
+            ..Default::default()
+        };
+        let inner = Arc::new(Inner {
+            db: RwLock::new(Some(Arc::new(db))),
+            path: path.to_path_buf(),
+            state: RwLock::new(state),
+            writer: Mutex::new(writer),
+            queue: Default::default(),
+            published: std::sync::atomic::AtomicU64::new(opened_at),
+            wake: Arc::new(Notify::new()),
+            rev_tx,
+            history_limit: limits.events.max(16),
+            history_bytes: limits.bytes,
+        });
+        tokio::spawn(committer(Arc::downgrade(&inner), inner.wake.clone()));
+        Ok(Store { inner })
+    }
+
+    /// Runs `f` against the committed state; the guard must not be held across an await.
+    pub fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.inner.state.read().expect("store lock"))
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.read(|s| s.rev)
+    }
+
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Arc<Stored>> {
+        self.read(|s| s.get(resource, namespace, name).cloned())
+    }
+
+    /// The latest version of an object, queued writes included: what a writer will see.
+    pub async fn latest(&self, resource: &str, namespace: &str, name: &str) -> Option<Arc<Stored>> {
+        let w = self.inner.writer.lock().await;
+        View {
+            state: &self.inner.state,
+            overlay: &w.overlay,
+        }
+        .get(resource, namespace, name)
+    }
+
+    /// A receiver that changes whenever the revision moves; watchers wait on it.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.rev_tx.subscribe()
+    }
+
+    /// Waits up to `within` for the revision to reach `rev`; `Err` with the revision reached
+    /// otherwise.
+    pub async fn wait_for(&self, rev: u64, within: std::time::Duration) -> Result<(), u64> {
+        let mut revs = self.subscribe();
+        match tokio::time::timeout(within, revs.wait_for(|r| *r >= rev)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(self.revision()),
+        }
+    }
+
+    /// Events for `resource` with a revision above `after`, oldest first, and the revision
+    /// they are complete up to.
+    pub fn events_since(&self, resource: &str, after: u64) -> Result<(Vec<Arc<Event>>, u64), Gone> {
+        self.read(|s| {
+            if after < s.compacted {
+                return Err(Gone {
+                    oldest: s.compacted,
+                });
+            }
+            let start = s.history.partition_point(|e| e.obj.rev <= after);
+            let events = s
+                .history
+                .range(start..)
+                .filter(|e| e.resource == resource)
+                .cloned()
+                .collect();
+            Ok((events, s.rev))
+        })
+    }
+
+    /// Serializes writers, lets `f` decide the changes against the latest state (committed or
+    /// queued), and returns once they are durable and visible to readers. Returns the stored
+    /// result of each op, in order (for deletions, the removed object stamped with the deletion
+    /// revision).
+    pub async fn write<T, E>(
+        &self,
+        f: impl FnOnce(&View) -> Result<(Vec<Op>, T), E>,
+    ) -> Result<(Vec<Arc<Stored>>, T), E>
+    where
+        E: From<StoreError>,
+    {
+        let (rx, results, out) = {
+            let mut w = self.inner.writer.lock().await;
+            if w.closed {
+                return Err(StoreError::Closed.into());
+            }
+            if let Some(e) = &self.queue().failed {
+                return Err(StoreError::Unwritable(e.clone()).into());
+            }
+            let published = self
+                .inner
+                .published
+                .load(std::sync::atomic::Ordering::Acquire);
+            if !w.overlay.is_empty() {
+                w.overlay.retain(|_, (rev, _)| *rev > published);
+            }
+            let (pending, out) = {
+                let view = View {
+                    state: &self.inner.state,
+                    overlay: &w.overlay,
+                };
+                let (ops, out) = f(&view)?;
+                check_bounds(&ops)?;
+                let pending = prepare(&view, ops, w.next_rev);
+                if let Some(p) = pending
+                    .iter()
+                    .find(|p| p.stored.json.len() > MAX_OBJECT_BYTES)
+                {
+                    return Err(StoreError::TooLarge {
+                        key: format!("{}/{}/{}", p.resource, p.namespace, p.name),
+                        bytes: p.stored.json.len(),
+                    }
+                    .into());
+                }
+                (pending, out)
+            };
+            if pending.is_empty() {
+                return Ok((Vec::new(), out));
+            }
+            let results: Vec<Arc<Stored>> = pending.iter().map(|p| p.stored.clone()).collect();
+            for p in &pending {
+                w.next_rev = p.stored.rev;
+                let value = (p.kind != EventType::Deleted).then(|| p.stored.clone());
+                w.overlay.insert(
+                    (p.resource.clone(), p.namespace.clone(), p.name.clone()),
+                    (p.stored.rev, value),
+                );
+            }
+            let (tx, rx) = oneshot::channel();
+            let mut q = self.queue();
+            // A commit failed while this writer decided: its decision may rest on the failed
+            // batch. Not queued; the recovery drops the overlay it is in.
+            if let Some(e) = &q.failed {
+                return Err(StoreError::Unwritable(e.clone()).into());
+            }
+            q.batch.extend(pending);
+            q.waiters.push(tx);
+            (rx, results, out)
+        };
+        self.inner.wake.notify_one();
+        match rx.await {
+            Ok(Ok(())) => Ok((results, out)),
+            Ok(Err(e)) => Err(StoreError::Unwritable(e).into()),
+            Err(_) => Err(StoreError::Closed.into()),
+        }
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.inner.queue.lock().expect("queue lock")
+    }
+
+    /// Why writes are refused right now, if they are (readiness reports it).
+    pub fn unwritable(&self) -> Option<String> {
+        self.queue().failed.clone()
+    }
+
+    /// Waits for queued writes to be committed, then closes the database file. Later writes
+    /// fail with [`StoreError::Closed`]; reads keep answering from memory.
+    pub async fn close(&self) {
+        loop {
+            {
+                let mut w = self.inner.writer.lock().await;
+                let q = self.queue();
+                if q.batch.is_empty() && !q.committing {
+                    w.closed = true;
+                    self.inner.db.write().expect("store lock").take();
+                    break;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        self.inner.wake.notify_one();
+    }
+
+    /// Drops history up to and including `rev` (watches from older revisions then get 410).
+    pub fn compact(&self, rev: u64) {
+        let mut s = self.inner.state.write().expect("store lock");
+        while s.history.front().is_some_and(|e| e.obj.rev <= rev) {
+            if let Some(e) = s.history.pop_front() {
+                s.history_bytes -= e.held_bytes();
+            }
+        }
+        s.compacted = s.compacted.max(rev.min(s.rev));
+    }
+}
