@@ -1,0 +1,70 @@
+//! What the backend keeps per host, in memory only: the BMC client and what it was built from,
+//! the one power action in flight, and the progress of a deployment.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use ferrometal_bmc::{Bmc, BmcAddress, PowerAction, PowerState};
+
+use crate::HostInfo;
+
+/// What the client was built from; a change means a new client.
+pub(super) struct Fingerprint {
+    pub(super) address: BmcAddress,
+    username: String,
+    password: String,
+    insecure: bool,
+}
+
+impl Fingerprint {
+    pub(super) fn of(host: &HostInfo) -> Fingerprint {
+        Fingerprint {
+            address: host.bmc.clone(),
+            username: host.credentials.username.clone(),
+            password: host.credentials.password().to_string(),
+            insecure: host.disable_certificate_verification,
+        }
+    }
+
+    pub(super) fn matches(&self, other: &Fingerprint) -> bool {
+        self.address == other.address
+            && self.username == other.username
+            && self.password == other.password
+            && self.insecure == other.insecure
+    }
+}
+
+/// A power action issued and not yet observed.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct InFlight {
+    pub(super) action: PowerAction,
+    pub(super) issued: Instant,
+}
+
+impl InFlight {
+    pub(super) fn target(&self) -> PowerState {
+        self.action.target_state()
+    }
+}
+
+/// How far this process got with one deployment (one image URL).
+#[derive(Debug, Clone, Default)]
+pub(super) struct DeployProgress {
+    pub(super) url: String,
+    /// This process inserted the media (so an On host did not boot it yet).
+    pub(super) inserted: bool,
+    pub(super) boot_set: bool,
+    /// On was issued after the media and boot override were in place.
+    pub(super) powered_on: bool,
+    /// ForceRestart was issued after the media and boot override were in place.
+    pub(super) restarted: bool,
+}
+
+#[derive(Default)]
+pub(super) struct HostState {
+    pub(super) client: Option<(Fingerprint, Arc<dyn Bmc>)>,
+    pub(super) in_flight: Option<InFlight>,
+    pub(super) deploy: Option<DeployProgress>,
+    /// Deprovisioning a host whose power must stay on restarted it already.
+    pub(super) teardown_restarted: bool,
+}
