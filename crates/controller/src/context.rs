@@ -1,44 +1,29 @@
-//! What every reconcile shares.
+//! What the host and BMCJob controllers share: the API client, the provisioner, the settings,
+//! Events, the host cache, the credentials cache and the per-BMC gate. What only host
+//! reconciles keep is in `host::context`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use ferrometal_api::{BareMetalHost, ProvisioningState};
+use ferrometal_api::BareMetalHost;
 use ferrometal_provisioner::{HostInfo, Provisioner, ProvisionerError};
-use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::mpsc::UnboundedReceiver;
+use kube::runtime::reflector::Store;
 
 use crate::bmc_gate::BmcGate;
 use crate::config::ControllerConfig;
-use crate::config::Timing;
-use crate::detached::Detached;
-use crate::host::chain::Resume;
-use crate::host::decide::Memo;
-use crate::metrics::{StateLabels, metrics};
+use crate::events::EventPublisher;
+use crate::secrets::SecretCache;
 
 pub struct Context {
     pub client: kube::Client,
     pub provisioner: Arc<dyn Provisioner>,
     pub config: ControllerConfig,
-    pub timing: Timing,
-    pub events: crate::events::EventPublisher,
+    pub events: EventPublisher,
     /// The host cache the controller watches (for capacity counts and Secret mapping).
     pub hosts: Store<BareMetalHost>,
-    memos: Mutex<HashMap<String, Memo>>,
-    /// Consecutive Kubernetes API failures per host, for `error_policy`'s backoff.
-    api_failures: Mutex<HashMap<String, u32>>,
-    /// Latest state per host, to keep the per-state gauge right.
-    states: Mutex<HashMap<String, ProvisioningState>>,
-    /// The resourceVersion of our own last write per host, to spot a stale cache.
-    written: Mutex<HashMap<String, u64>>,
     /// Credentials of the Secrets hosts reference, kept current by the Secret watch.
-    pub secrets: Arc<crate::secrets::SecretCache>,
-    /// Capacity slots granted whose start the cache may not show yet.
-    pub capacity_grants: tokio::sync::Mutex<HashMap<String, std::time::Instant>>,
+    pub secrets: Arc<SecretCache>,
     /// Per-BMC limits and breakers (shared with every controller that calls BMCs).
     pub gate: Arc<BmcGate>,
-    /// Host BMC calls running off the reconcile workers.
-    pub detached: Detached<BareMetalHost, Resume>,
 }
 
 impl Context {
@@ -48,26 +33,17 @@ impl Context {
         config: ControllerConfig,
         hosts: Store<BareMetalHost>,
         gate: Arc<BmcGate>,
-    ) -> (Context, UnboundedReceiver<ObjectRef<BareMetalHost>>) {
-        let events = crate::events::EventPublisher::new(client.clone(), config.reporter.clone());
-        let (detached, woken) = Detached::new();
-        let ctx = Context {
+    ) -> Context {
+        let events = EventPublisher::new(client.clone(), config.reporter.clone());
+        Context {
             client,
             provisioner,
-            timing: config.timing(),
             config,
             events,
             hosts,
-            memos: Mutex::default(),
-            api_failures: Mutex::default(),
-            states: Mutex::default(),
-            written: Mutex::default(),
-            capacity_grants: Default::default(),
             secrets: Default::default(),
             gate,
-            detached,
-        };
-        (ctx, woken)
+        }
     }
 
     /// Runs a provisioner call through the host's BMC gate when the provisioner calls BMCs
@@ -81,78 +57,6 @@ impl Context {
             self.gate.run(&BmcGate::key(&host.bmc), call).await
         } else {
             call.await
-        }
-    }
-
-    pub fn memo(&self, key: &str) -> Option<Memo> {
-        self.memos.lock().unwrap().get(key).cloned()
-    }
-
-    pub fn set_memo(&self, key: &str, memo: Option<Memo>) {
-        let mut memos = self.memos.lock().unwrap();
-        match memo {
-            Some(m) => memos.insert(key.to_string(), m),
-            None => memos.remove(key),
-        };
-    }
-
-    /// Counts one more consecutive API failure; returns the count.
-    pub fn api_failed(&self, key: &str) -> u32 {
-        let mut f = self.api_failures.lock().unwrap();
-        let n = f.entry(key.to_string()).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    }
-
-    pub fn api_succeeded(&self, key: &str) {
-        self.api_failures.lock().unwrap().remove(key);
-    }
-
-    pub fn wrote(&self, key: &str, resource_version: Option<&str>) {
-        if let Some(rv) = resource_version.and_then(|v| v.parse::<u64>().ok()) {
-            let mut w = self.written.lock().unwrap();
-            let e = w.entry(key.to_string()).or_insert(0);
-            *e = (*e).max(rv);
-        }
-    }
-
-    /// True when the cached object predates our own last write (resourceVersions that are not
-    /// numbers are opaque: never stale then).
-    pub fn is_stale(&self, key: &str, resource_version: Option<&str>) -> bool {
-        let Some(rv) = resource_version.and_then(|v| v.parse::<u64>().ok()) else {
-            return false;
-        };
-        self.written
-            .lock()
-            .unwrap()
-            .get(key)
-            .is_some_and(|w| rv < *w)
-    }
-
-    /// Keeps the hosts-per-state gauge in step; `None` when the host is gone.
-    pub fn set_state(&self, key: &str, state: Option<ProvisioningState>) {
-        let mut states = self.states.lock().unwrap();
-        let old = match state {
-            Some(s) => states.insert(key.to_string(), s),
-            None => {
-                self.written.lock().unwrap().remove(key);
-                self.api_failures.lock().unwrap().remove(key);
-                states.remove(key)
-            }
-        };
-        if old == state {
-            return;
-        }
-        let gauge = |s: ProvisioningState| {
-            metrics().hosts.get_or_create(&StateLabels {
-                state: s.as_str().to_string(),
-            })
-        };
-        if let Some(o) = old {
-            gauge(o).dec();
-        }
-        if let Some(s) = state {
-            gauge(s).inc();
         }
     }
 }

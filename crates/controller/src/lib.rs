@@ -160,7 +160,14 @@ pub async fn run_hosts(
         .applied_objects()
         .predicate_filter(host_trigger, PredicateConfig::default());
     let concurrency = config.concurrency;
-    let (ctx, woken) = Context::new(client.clone(), provisioner, config, reader.clone(), gate);
+    let shared = Arc::new(Context::new(
+        client.clone(),
+        provisioner,
+        config,
+        reader.clone(),
+        gate,
+    ));
+    let (ctx, woken) = host::context::HostContext::new(shared.clone());
     let ctx = Arc::new(ctx);
     let for_secrets = reader.clone();
     let for_cache = reader.clone();
@@ -181,7 +188,7 @@ pub async fn run_hosts(
         "host controller starting"
     );
     let shutdown = futures::FutureExt::shared(shutdown);
-    let jobs = job::run(ctx.clone(), concurrency, shutdown.clone());
+    let jobs = job::run(shared, concurrency, shutdown.clone());
     let hosts = Controller::for_stream(trigger, reader)
         .owns(
             Api::<HardwareData>::all(client.clone()),

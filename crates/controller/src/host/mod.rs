@@ -1,6 +1,7 @@
 //! The BareMetalHost reconciler: read → decide (pure) → apply.
 
 pub mod chain;
+pub mod context;
 pub mod decide;
 pub mod reconcile;
 

@@ -18,7 +18,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use crate::context::Context;
+use super::context::HostContext;
 use crate::detached::Found;
 use crate::error::Error;
 use crate::host::chain::{Chain, Next, Resume};
@@ -28,7 +28,7 @@ use crate::merge_patch::merge_diff;
 use crate::metrics::metrics;
 use crate::secrets::read_credentials;
 
-pub async fn reconcile(host: Arc<BareMetalHost>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(host: Arc<BareMetalHost>, ctx: Arc<HostContext>) -> Result<Action, Error> {
     let span = tracing::info_span!(
         "reconcile",
         namespace = %host.namespace_or_default(),
@@ -50,7 +50,7 @@ pub async fn reconcile(host: Arc<BareMetalHost>, ctx: Arc<Context>) -> Result<Ac
     .await
 }
 
-pub fn error_policy(host: Arc<BareMetalHost>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(host: Arc<BareMetalHost>, error: &Error, ctx: Arc<HostContext>) -> Action {
     metrics().error(error.category());
     let n = ctx.api_failed(&host_key(&host));
     tracing::warn!(
@@ -69,7 +69,10 @@ pub fn error_policy(host: Arc<BareMetalHost>, error: &Error, ctx: Arc<Context>) 
     Action::requeue(after.mul_f64(0.9 + 0.2 * rand::random::<f64>()))
 }
 
-async fn reconcile_host(host: &Arc<BareMetalHost>, ctx: &Arc<Context>) -> Result<Action, Error> {
+async fn reconcile_host(
+    host: &Arc<BareMetalHost>,
+    ctx: &Arc<HostContext>,
+) -> Result<Action, Error> {
     let key = host_key(host);
     if host.annotations().contains_key(ann::PAUSED) {
         // A call that ended meanwhile is dropped: unpausing acts on the host as found then.
@@ -156,7 +159,7 @@ const DETACHED_BACKSTOP: Duration = Duration::from_secs(300);
 
 /// Reads a data Secret's content; the key is the field's own name or `value`.
 async fn data_secret(
-    ctx: &Context,
+    ctx: &HostContext,
     host: &BareMetalHost,
     field: &str,
     reference: &Option<SecretReference>,
@@ -191,7 +194,10 @@ async fn data_secret(
     Ok(Some(String::from_utf8_lossy(&value.0).into_owned()))
 }
 
-async fn deployment(ctx: &Context, host: &BareMetalHost) -> Result<Deployment, ProvisionerError> {
+async fn deployment(
+    ctx: &HostContext,
+    host: &BareMetalHost,
+) -> Result<Deployment, ProvisionerError> {
     Ok(Deployment {
         image: host.spec.image.clone(),
         custom_deploy: host.spec.custom_deploy.clone(),
@@ -219,7 +225,7 @@ fn done(_: ()) -> Outcome {
 }
 
 /// (hosts whose busy operation started, hosts holding a slot now) per the cache.
-fn busy_hosts(ctx: &Context) -> (HashSet<String>, HashSet<String>) {
+fn busy_hosts(ctx: &HostContext) -> (HashSet<String>, HashSet<String>) {
     let mut started = HashSet::new();
     let mut busy = HashSet::new();
     for h in ctx.hosts.state() {
@@ -244,7 +250,7 @@ fn busy_hosts(ctx: &Context) -> (HashSet<String>, HashSet<String>) {
 
 /// Asks for a slot. Serialized, and counting slots granted but not yet visible in the cache,
 /// so concurrent reconciles cannot overshoot the limit.
-async fn capacity(ctx: &Context, host: &BareMetalHost) -> bool {
+async fn capacity(ctx: &HostContext, host: &BareMetalHost) -> bool {
     let me = host_key(host);
     let mut grants = ctx.capacity_grants.lock().await;
     let (started, mut busy) = busy_hosts(ctx);
@@ -260,7 +266,7 @@ async fn capacity(ctx: &Context, host: &BareMetalHost) -> bool {
 }
 
 async fn execute(
-    ctx: &Context,
+    ctx: &HostContext,
     host: &BareMetalHost,
     call: &Call,
     credentials: Option<&Credentials>,
@@ -320,7 +326,7 @@ fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<Option<T>, kube::Err
 }
 
 async fn apply(
-    ctx: &Context,
+    ctx: &HostContext,
     host: &BareMetalHost,
     key: &str,
     d: Decision,

@@ -1,0 +1,132 @@
+//! The host controller's context: the [`Context`] it shares with BMCJobs, and what only host
+//! reconciles keep between reconciles (memos, API failures, states, our own writes, capacity
+//! grants, BMC calls running detached).
+
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
+
+use ferrometal_api::{BareMetalHost, ProvisioningState};
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::chain::Resume;
+use super::decide::Memo;
+use crate::config::Timing;
+use crate::context::Context;
+use crate::detached::Detached;
+use crate::metrics::{StateLabels, metrics};
+
+pub struct HostContext {
+    shared: Arc<Context>,
+    pub timing: Timing,
+    memos: Mutex<HashMap<String, Memo>>,
+    /// Consecutive Kubernetes API failures per host, for `error_policy`'s backoff.
+    api_failures: Mutex<HashMap<String, u32>>,
+    /// Latest state per host, to keep the per-state gauge right.
+    states: Mutex<HashMap<String, ProvisioningState>>,
+    /// The resourceVersion of our own last write per host, to spot a stale cache.
+    written: Mutex<HashMap<String, u64>>,
+    /// Capacity slots granted whose start the cache may not show yet.
+    pub capacity_grants: tokio::sync::Mutex<HashMap<String, std::time::Instant>>,
+    /// Host BMC calls running off the reconcile workers.
+    pub detached: Detached<BareMetalHost, Resume>,
+}
+
+// Host reconciles read the shared fields (client, provisioner, config, ...) as their own.
+impl Deref for HostContext {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        &self.shared
+    }
+}
+
+impl HostContext {
+    pub fn new(shared: Arc<Context>) -> (HostContext, UnboundedReceiver<ObjectRef<BareMetalHost>>) {
+        let (detached, woken) = Detached::new();
+        let ctx = HostContext {
+            timing: shared.config.timing(),
+            shared,
+            memos: Mutex::default(),
+            api_failures: Mutex::default(),
+            states: Mutex::default(),
+            written: Mutex::default(),
+            capacity_grants: Default::default(),
+            detached,
+        };
+        (ctx, woken)
+    }
+
+    pub fn memo(&self, key: &str) -> Option<Memo> {
+        self.memos.lock().unwrap().get(key).cloned()
+    }
+
+    pub fn set_memo(&self, key: &str, memo: Option<Memo>) {
+        let mut memos = self.memos.lock().unwrap();
+        match memo {
+            Some(m) => memos.insert(key.to_string(), m),
+            None => memos.remove(key),
+        };
+    }
+
+    /// Counts one more consecutive API failure; returns the count.
+    pub fn api_failed(&self, key: &str) -> u32 {
+        let mut f = self.api_failures.lock().unwrap();
+        let n = f.entry(key.to_string()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    pub fn api_succeeded(&self, key: &str) {
+        self.api_failures.lock().unwrap().remove(key);
+    }
+
+    pub fn wrote(&self, key: &str, resource_version: Option<&str>) {
+        if let Some(rv) = resource_version.and_then(|v| v.parse::<u64>().ok()) {
+            let mut w = self.written.lock().unwrap();
+            let e = w.entry(key.to_string()).or_insert(0);
+            *e = (*e).max(rv);
+        }
+    }
+
+    /// True when the cached object predates our own last write (resourceVersions that are not
+    /// numbers are opaque: never stale then).
+    pub fn is_stale(&self, key: &str, resource_version: Option<&str>) -> bool {
+        let Some(rv) = resource_version.and_then(|v| v.parse::<u64>().ok()) else {
+            return false;
+        };
+        self.written
+            .lock()
+            .unwrap()
+            .get(key)
+            .is_some_and(|w| rv < *w)
+    }
+
+    /// Keeps the hosts-per-state gauge in step; `None` when the host is gone.
+    pub fn set_state(&self, key: &str, state: Option<ProvisioningState>) {
+        let mut states = self.states.lock().unwrap();
+        let old = match state {
+            Some(s) => states.insert(key.to_string(), s),
+            None => {
+                self.written.lock().unwrap().remove(key);
+                self.api_failures.lock().unwrap().remove(key);
+                states.remove(key)
+            }
+        };
+        if old == state {
+            return;
+        }
+        let gauge = |s: ProvisioningState| {
+            metrics().hosts.get_or_create(&StateLabels {
+                state: s.as_str().to_string(),
+            })
+        };
+        if let Some(o) = old {
+            gauge(o).dec();
+        }
+        if let Some(s) = state {
+            gauge(s).inc();
+        }
+    }
+}
