@@ -13,6 +13,7 @@ use kube::api::{Api, PostParams};
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -188,6 +189,34 @@ pub async fn raw(
         body.to_string()
     };
     (status, body)
+}
+
+/// A JSON answer parsed, or a panic showing it.
+pub fn parse(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+/// Content types for [`call`].
+pub const JSON: &str = "application/json";
+pub const MERGE: &str = "application/merge-patch+json";
+
+/// One request with the admin token and a JSON body (none for `Value::Null`); the status and
+/// the JSON answer.
+pub async fn call(
+    srv: &TestServer,
+    method: &str,
+    path: &str,
+    ct: &str,
+    body: &Value,
+) -> (u16, Value) {
+    let t = srv.token();
+    let body = if body.is_null() {
+        Vec::new()
+    } else {
+        body.to_string().into_bytes()
+    };
+    let (code, text) = raw(srv.addr, method, path, Some(&t), ct, &body).await;
+    (code, parse(&text))
 }
 
 fn dechunk(mut s: &str) -> String {
