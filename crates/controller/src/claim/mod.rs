@@ -7,14 +7,15 @@
 //! is deleted. Every wake-up is watch-driven: hosts, policies, namespaces, Secrets and
 //! HardwareData map to the claims they concern.
 
+pub mod context;
 pub mod decide;
 pub mod reconcile;
 pub mod select;
 
-use std::collections::HashMap;
+pub use context::ClaimContext;
+
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use ferrometal_api::{BareMetalHost, HardwareData, HostClaim, HostDeployPolicy};
 use futures::StreamExt;
@@ -28,62 +29,6 @@ use kube::{Resource, ResourceExt};
 use crate::config::ControllerConfig;
 use crate::events::EventPublisher;
 use crate::forwarding::DataKind;
-
-pub struct ClaimContext {
-    pub client: kube::Client,
-    pub config: ControllerConfig,
-    pub events: EventPublisher,
-    pub hosts: Store<BareMetalHost>,
-    pub claims: Store<HostClaim>,
-    pub policies: Store<HostDeployPolicy>,
-    pub namespaces: Store<Namespace>,
-    /// HardwareData of hosts and the claims' copies.
-    pub hardware: Store<HardwareData>,
-    /// Hosts bound by this process whose binding the host cache may not show yet.
-    pending: Mutex<HashMap<String, Pending>>,
-    /// The one-shot forward token last written to each claim's host.
-    forwarded: Mutex<HashMap<String, String>>,
-}
-
-/// (host namespace, host name) bound, and when.
-type Pending = ((String, String), Instant);
-
-/// How long a binding may stay invisible in the host cache before it is presumed undone.
-const PENDING_FOR: Duration = Duration::from_secs(10);
-
-impl ClaimContext {
-    pub fn pending(&self, claim: &str) -> Option<(String, String)> {
-        let mut p = self.pending.lock().unwrap();
-        match p.get(claim) {
-            Some((host, at)) if at.elapsed() < PENDING_FOR => Some(host.clone()),
-            Some(_) => {
-                p.remove(claim);
-                None
-            }
-            None => None,
-        }
-    }
-
-    pub fn forwarded(&self, claim: &str) -> Option<String> {
-        self.forwarded.lock().unwrap().get(claim).cloned()
-    }
-
-    pub fn set_forwarded(&self, claim: &str, token: Option<String>) {
-        let mut f = self.forwarded.lock().unwrap();
-        match token {
-            Some(t) => f.insert(claim.to_string(), t),
-            None => f.remove(claim),
-        };
-    }
-
-    pub fn set_pending(&self, claim: &str, host: Option<(String, String)>) {
-        let mut p = self.pending.lock().unwrap();
-        match host {
-            Some(h) => p.insert(claim.to_string(), (h, Instant::now())),
-            None => p.remove(claim),
-        };
-    }
-}
 
 /// Claims not bound to any host (they may bind when hosts, policies or namespaces change).
 fn waiting(claims: &Store<HostClaim>, namespace: Option<&str>) -> Vec<ObjectRef<HostClaim>> {

@@ -14,7 +14,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::claim::ClaimContext;
+use super::context::ClaimContext;
 use crate::claim::decide::{
     self, Binding, COPY_LABEL, COPY_NAME_LABEL, DataSync, Release, StatusInput,
 };

@@ -6,6 +6,7 @@
 //! [`decide`]) → apply ([`reconcile`]); changes in the other cluster arrive through a watch per
 //! link ([`link`]).
 
+pub mod context;
 pub mod decide;
 pub mod link;
 pub mod reconcile;
@@ -13,6 +14,8 @@ pub mod reconcile;
 // The policy is a setting (ControllerConfig holds it), so it lives below the configuration;
 // this keeps its old path.
 pub use crate::remote_servers as servers;
+
+pub use context::RemoteContext;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -30,12 +33,6 @@ use kube::runtime::watcher;
 use crate::config::ControllerConfig;
 use crate::events::EventPublisher;
 use crate::forwarding::DataKind;
-
-pub struct RemoteContext {
-    pub client: kube::Client,
-    pub events: EventPublisher,
-    pub links: link::Links,
-}
 
 /// Runs the remote claim controller until `shutdown` resolves.
 pub async fn run(

@@ -16,13 +16,13 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use super::context::RemoteContext;
 use crate::conditions::now;
 use crate::error::{Error, conflict, jitter, not_found};
 use crate::events::{HostEvent, announce, event};
 use crate::forwarding::{DataKind, is_paused};
 use crate::hardware_data::{FIELD_MANAGER, write_hardware_copy};
 use crate::metrics::metrics;
-use crate::remote::RemoteContext;
 use crate::remote::decide::{self, Remote};
 use crate::remote::link::Link;
 

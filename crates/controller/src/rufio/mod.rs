@@ -4,30 +4,20 @@
 //! actions, completes when the BMC shows the state. Nothing is restored afterwards.
 
 pub mod connection;
+pub mod context;
 pub mod reconcile;
 pub mod task;
 
+pub use context::RufioContext;
+
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use ferrometal_api::rufio::{Job, Machine, Task};
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::watcher;
-
-/// Shared by the three reconcilers.
-pub struct RufioContext {
-    pub client: kube::Client,
-    /// How long a power task may take to show on the BMC (Rufio: 10 minutes).
-    pub task_timeout: Duration,
-    /// How often a Machine's power is read (Rufio: 3 minutes).
-    pub machine_poll: Duration,
-    pub bmc_timeout: Duration,
-    /// Per-BMC limits and breakers, shared with the host controller.
-    pub gate: Arc<crate::bmc_gate::BmcGate>,
-}
 
 /// Runs the Machine, Job and Task controllers until `shutdown` resolves.
 pub async fn run(

@@ -13,8 +13,8 @@ use kube::runtime::controller::Action as Requeue;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::RufioContext;
 use super::connection::target;
+use super::context::RufioContext;
 use super::task::{TaskStep, next};
 use crate::error::{Error, retry_after};
 
