@@ -215,7 +215,7 @@ impl ApiServer {
     }
 
     /// Installs the objects of a multi-document YAML manifest (roles and the like): each is
-    /// created when missing; see [`Core::install`] for what happens to existing ones.
+    /// created when missing; see `Core::install` for what happens to existing ones.
     pub async fn install_yaml(&self, manifest: &str, manager: &str) -> Result<(), ServerError> {
         let objects = crate::yaml::documents(manifest)
             .map_err(|e| ServerError::Bootstrap(ApiError::bad_request(e)))?;

@@ -85,7 +85,7 @@ impl Stored {
         }
     }
 
-    /// The slim metadata view (see [`Stored::meta_json`]) parsed, or for small objects the
+    /// The slim metadata view (see `Stored::meta_json`) parsed, or for small objects the
     /// whole object: a superset selectors read the same way.
     pub fn meta(&self) -> Value {
         let bytes = self.meta_json.as_deref().unwrap_or(&self.json);
