@@ -1,0 +1,113 @@
+//! What goes into a decision and what comes out of it: the reconciler's side of the two-pass
+//! protocol (see the `decide` module docs).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ferrometal_api::annotations::Operation;
+use ferrometal_api::{BareMetalHostSpec, BareMetalHostStatus, HardwareDetails};
+use ferrometal_bmc::PowerState;
+use ferrometal_provisioner::{PowerOffMode, ProvisionerError, Registration};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::config::Timing;
+use crate::events::HostEvent;
+use crate::secrets::CredentialsObservation;
+
+/// What this process remembers about a host between reconciles. Not persisted: after a restart
+/// every host is registered again (backends forget too), and provisioned hosts are adopted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Memo {
+    /// Registered with the provisioner using this credentials Secret version.
+    pub credentials_version: String,
+    /// A provisioned host was adopted (or provisioned) by this process.
+    pub adopted: bool,
+    /// When the power state was last observed.
+    pub power_checked: Option<Timestamp>,
+}
+
+/// The one provisioner call a reconcile makes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Call {
+    HasCapacity,
+    Register { credentials_changed: bool },
+    Inspect { refresh: bool },
+    Prepare,
+    Provision,
+    Adopt,
+    Deprovision,
+    PowerState,
+    PowerOn,
+    PowerOff(PowerOffMode),
+    Operation(Operation),
+    Detach,
+    Delete,
+}
+
+/// The result of a [`Call`].
+#[derive(Debug, Clone, PartialEq)]
+// Built once per reconcile and moved straight into the decision: boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Outcome {
+    Capacity(bool),
+    Registered(Registration),
+    Inspected(Option<HardwareDetails>),
+    Power(PowerState),
+    Done,
+    Waiting {
+        requeue_after: Duration,
+        reason: String,
+    },
+    Failed(ProvisionerError),
+}
+
+#[derive(Debug, Clone)]
+pub struct Input<'a> {
+    pub namespace: &'a str,
+    pub spec: &'a BareMetalHostSpec,
+    pub status: Option<&'a BareMetalHostStatus>,
+    pub annotations: &'a BTreeMap<String, String>,
+    pub generation: Option<i64>,
+    pub deleting: bool,
+    pub has_finalizer: bool,
+    pub credentials: CredentialsObservation,
+    pub memo: Option<&'a Memo>,
+    /// The call made in this reconcile and its outcome (second pass only).
+    pub last: Option<(Call, Outcome)>,
+    pub now: Timestamp,
+    /// In `[0, 1)`: spreads polls and backoffs.
+    pub jitter: f64,
+    pub timing: &'a Timing,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinalizerChange {
+    Add,
+    Remove,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum MemoChange {
+    #[default]
+    Keep,
+    Set(Memo),
+    Forget,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Decision {
+    /// Make this call and decide again with its outcome; nothing else in this decision counts.
+    pub call: Option<Call>,
+    /// The new status, when it differs from the current one.
+    pub status: Option<BareMetalHostStatus>,
+    pub remove_annotations: Vec<String>,
+    pub finalizer: Option<FinalizerChange>,
+    pub events: Vec<HostEvent>,
+    /// Create or update the host's HardwareData with these details.
+    pub hardware_data: Option<HardwareDetails>,
+    pub memo: MemoChange,
+    /// `None`: wait for a change to the host.
+    pub requeue: Option<Duration>,
+    /// Low-cardinality cause when this reconcile recorded a host error (for metrics).
+    pub error_category: Option<&'static str>,
+}
