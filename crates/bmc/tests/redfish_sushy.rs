@@ -5,6 +5,7 @@ use ferrometal_bmc::{
     PowerAction, PowerState, connect,
 };
 use ferrometal_test_support::peers::{FileServer, SUSHY_SYSTEM_0, Sushy, eventually};
+use ferrometal_test_support::serve::free_port;
 
 fn client(
     sushy: &Sushy,
@@ -153,4 +154,66 @@ async fn address_without_system_uses_the_only_one_or_says_which() {
     .unwrap();
     let err = bmc.power_state().await.unwrap_err().to_string();
     assert!(err.contains("has 2"), "{err}");
+}
+
+/// sushy-tools downloads the image during InsertMedia; when that fails it answers 400 or 500 yet keeps
+/// `Inserted: true` with the image. A retry must insert again, not see the leftover and report
+/// success, from the same client (the controller) and from a new one (the CLI).
+#[tokio::test]
+async fn a_failed_insert_is_retried_not_taken_for_done() {
+    let sushy = Sushy::start(1, "admin:password");
+    let files = FileServer::start();
+    let missing = files.url("nothing-here.iso");
+    let bmc = client(&sushy, "password", AuthMode::Basic);
+
+    // Nothing listens there at all.
+    let refused = format!("http://127.0.0.1:{}/live.iso", free_port());
+    let err = bmc.insert_media(&refused).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            BmcError::Http {
+                status: 400 | 500,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let cd = sushy.virtual_cd(SUSHY_SYSTEM_0);
+    assert_eq!(cd["Inserted"], false, "{cd}");
+    let err = bmc.insert_media(&missing).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            BmcError::Http {
+                status: 400 | 500,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // The half-inserted image is ejected again: nothing claims to be mounted.
+    let cd = sushy.virtual_cd(SUSHY_SYSTEM_0);
+    assert_eq!(cd["Inserted"], false, "{cd}");
+    let err = bmc.insert_media(&missing).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            BmcError::Http {
+                status: 400 | 500,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let fresh = client(&sushy, "password", AuthMode::Basic);
+    fresh.insert_media(&missing).await.unwrap_err();
+    assert!(!fresh.media_status().await.unwrap().inserted);
+
+    // Once the image is there, the same URL inserts.
+    std::fs::write(files.dir.path().join("nothing-here.iso"), b"now it exists").unwrap();
+    bmc.insert_media(&missing).await.unwrap();
+    let cd = sushy.virtual_cd(SUSHY_SYSTEM_0);
+    assert_eq!(cd["Inserted"], true, "{cd}");
+    assert_eq!(cd["Image"], missing.as_str());
 }

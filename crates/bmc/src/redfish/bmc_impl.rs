@@ -64,21 +64,32 @@ impl Bmc for RedfishBmc {
             "BootSourceOverrideTarget": target,
             "BootSourceOverrideEnabled": if boot.once { "Once" } else { "Continuous" },
         });
-        if let Some(mode) = boot.mode {
-            settings["BootSourceOverrideMode"] = json!(match mode {
-                BootMode::Uefi => "UEFI",
-                BootMode::Legacy => "Legacy",
-            });
+        // The mode only where the BMC reports one and it differs, as Ironic does: a BMC that
+        // reports none (a legacy-BIOS libvirt domain behind sushy-tools) refuses a PATCH naming it.
+        let wanted = boot.mode.map(|mode| match mode {
+            BootMode::Uefi => "UEFI",
+            BootMode::Legacy => "Legacy",
+        });
+        let reported = self.learned().boot_mode.clone();
+        if let (Some(wanted), Some(reported)) = (wanted, reported.as_deref())
+            && wanted != reported
+        {
+            settings["BootSourceOverrideMode"] = json!(wanted);
         }
         let body = json!({ "Boot": settings });
-        self.patch_system(&path, &body).await
+        self.patch_system(&path, &body).await?;
+        if let (Some(wanted), Some(_)) = (wanted, reported) {
+            self.learned().boot_mode = Some(wanted.to_string());
+        }
+        Ok(())
     }
 
     async fn insert_media(&self, image_url: &str) -> Result<(), BmcError> {
         let slot = self.virtual_media_slot().await?;
         let current = self.transport.get(&slot.path).await?;
         if current["Inserted"].as_bool() == Some(true) {
-            if current["Image"].as_str() == Some(image_url) {
+            let failed_before = self.learned().failed_insert.as_deref() == Some(image_url);
+            if current["Image"].as_str() == Some(image_url) && !failed_before {
                 return Ok(());
             }
             // Most BMCs refuse to insert over a mounted image.
@@ -87,10 +98,27 @@ impl Bmc for RedfishBmc {
                 .await?;
         }
         let body = json!({"Image": image_url, "Inserted": true, "WriteProtected": true});
-        self.transport
+        match self
+            .transport
             .request(Method::POST, &slot.insert_target, Some(&body), None)
-            .await?;
-        Ok(())
+            .await
+        {
+            Ok(_) => {
+                self.learned().failed_insert = None;
+                Ok(())
+            }
+            Err(err) => {
+                // A refused insert can leave the image recorded as inserted (sushy-tools' libvirt
+                // driver does): eject it, best effort, so that nobody reading the BMC later,
+                // this client or another, takes it for mounted.
+                self.learned().failed_insert = Some(image_url.to_string());
+                let _ = self
+                    .transport
+                    .request(Method::POST, &slot.eject_target, Some(&json!({})), None)
+                    .await;
+                Err(err)
+            }
+        }
     }
 
     async fn eject_media(&self) -> Result<(), BmcError> {

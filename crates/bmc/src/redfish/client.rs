@@ -30,6 +30,12 @@ pub(super) struct Learned {
     secure_boot: Option<String>,
     /// The system was read at least once, so the fields above reflect it.
     pub(super) system_read: bool,
+    /// `Boot.BootSourceOverrideMode` as the system last reported it; `None` when it reports
+    /// none (sushy-tools' legacy-BIOS domains), and then the mode is never sent.
+    pub(super) boot_mode: Option<String>,
+    /// The image of an InsertMedia the BMC refused. Some BMCs keep such an image recorded as
+    /// inserted; it must not be taken for a mounted one.
+    pub(super) failed_insert: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -109,6 +115,9 @@ impl RedfishBmc {
         learned.boot_targets_allowed =
             string_list(&system["Boot"]["BootSourceOverrideTarget@Redfish.AllowableValues"]);
         learned.secure_boot = link(&system["SecureBoot"]);
+        learned.boot_mode = system["Boot"]["BootSourceOverrideMode"]
+            .as_str()
+            .map(String::from);
         learned.etag = headers
             .get("ETag")
             .and_then(|v| v.to_str().ok())
