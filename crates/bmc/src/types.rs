@@ -215,12 +215,22 @@ pub struct Inventory {
     pub memory: Vec<MemoryModule>,
     pub nics: Vec<Nic>,
     pub disks: Vec<Disk>,
+    /// The system's `MemorySummary.TotalSystemMemoryGiB` in MiB, read when the BMC lists no
+    /// memory modules (sushy-tools' libvirt driver answers 404 for them), as Ironic does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_summary_mib: Option<u64>,
     pub warnings: Vec<String>,
 }
 
 impl Inventory {
+    /// The modules' capacity; without modules, the system's summary; else 0 (unknown).
     pub fn total_memory_mib(&self) -> u64 {
-        self.memory.iter().map(|m| m.capacity_mib).sum()
+        let modules: u64 = self.memory.iter().map(|m| m.capacity_mib).sum();
+        if modules > 0 {
+            modules
+        } else {
+            self.memory_summary_mib.unwrap_or(0)
+        }
     }
 }
 

@@ -281,6 +281,15 @@ impl Bmc for RedfishBmc {
                 });
             }
         }
+        if inv.memory.is_empty() {
+            // Whole GiB at best, and absent below 1 GiB on some BMCs: still better than nothing.
+            match system["MemorySummary"]["TotalSystemMemoryGiB"].as_f64() {
+                Some(gib) if gib > 0.0 => {
+                    inv.memory_summary_mib = Some((gib * 1024.0).round() as u64);
+                }
+                _ => warnings.push("memory: the BMC reports no modules and no total".into()),
+            }
+        }
         if system.get("EthernetInterfaces").is_some() {
             for n in self
                 .members(
@@ -338,7 +347,10 @@ impl Bmc for RedfishBmc {
                     inv.disks.push(disk_of(&d));
                 }
             }
-        } else if system.get("SimpleStorage").is_some() {
+        }
+        // Storage may be there yet fail (sushy-tools' libvirt driver answers 500): SimpleStorage
+        // then lists the disks, as Ironic falls back to it.
+        if inv.disks.is_empty() && system.get("SimpleStorage").is_some() {
             for s in self
                 .members(&system["SimpleStorage"], &mut warnings, "simple storage")
                 .await
