@@ -176,6 +176,7 @@ mod tests {
                     ..Disk::default()
                 },
             ],
+            memory_summary_mib: None,
             warnings: vec![],
         }
     }
@@ -229,5 +230,20 @@ mod tests {
         // What the BMC did report is kept.
         assert_eq!(hw.ram_mebibytes, 65536);
         assert_eq!(hw.storage.len(), 3);
+    }
+
+    #[test]
+    fn ram_comes_from_the_summary_when_no_module_is_listed() {
+        let mut inv = inventory();
+        inv.memory.clear();
+        inv.memory_summary_mib = Some(2048);
+        assert_eq!(hardware_details(&inv, None).ram_mebibytes, 2048);
+        // Modules, when listed, win over the summary.
+        let mut inv = inventory();
+        inv.memory_summary_mib = Some(1024);
+        assert_eq!(hardware_details(&inv, None).ram_mebibytes, 65536);
+        inv.memory.clear();
+        inv.memory_summary_mib = None;
+        assert_eq!(hardware_details(&inv, None).ram_mebibytes, 0);
     }
 }
