@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use ferrometal_api::{BareMetalHost, HardwareData, HostClaim, HostDeployPolicy};
 use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
+use kube::api::Api;
 use kube::runtime::reflector::Store;
 
 use crate::config::ControllerConfig;
@@ -67,4 +69,21 @@ impl ClaimContext {
             None => p.remove(claim),
         };
     }
+}
+
+/// The claim's key in this context's maps and in logs (`namespace/name`).
+pub(super) fn key(claim: &HostClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.namespace().unwrap_or_default(),
+        claim.name_any()
+    )
+}
+
+pub(super) fn claims(ctx: &ClaimContext, claim: &HostClaim) -> Api<HostClaim> {
+    Api::namespaced(ctx.client.clone(), &claim.namespace().unwrap_or_default())
+}
+
+pub(super) fn hosts(ctx: &ClaimContext, host: &BareMetalHost) -> Api<BareMetalHost> {
+    Api::namespaced(ctx.client.clone(), &host.namespace().unwrap_or_default())
 }

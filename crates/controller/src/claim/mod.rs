@@ -7,10 +7,14 @@
 //! is deleted. Every wake-up is watch-driven: hosts, policies, namespaces, Secrets and
 //! HardwareData map to the claims they concern.
 
+mod bind;
 pub mod context;
+mod copies;
 pub mod decide;
 pub mod reconcile;
+mod release;
 pub mod select;
+mod status;
 
 pub use context::ClaimContext;
 
