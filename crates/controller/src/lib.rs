@@ -25,6 +25,15 @@
 //! BMC call through the [`ferrometal_provisioner::Provisioner`], and writes back only what
 //! changed (status merge patch, annotation removals, finalizer, Events, HardwareData).
 //! [`metrics_text`] renders the Prometheus metrics for a `/metrics` endpoint.
+//!
+//! The controllers — [`host`] (BareMetalHost and its HardwareData), [`job`] (BMCJob),
+//! [`claim`] (HostClaim), [`remote`] (HostClaims served by another cluster) and [`rufio`]
+//! (Tinkerbell Rufio's Machine, Job and Task) — never import one another, so each can be read,
+//! tested and changed on its own. What two of them share lives below them: [`error`],
+//! [`events`], [`config`], [`context`] (what hosts and BMCJobs share), [`conditions`],
+//! [`secrets`] and [`host_info`] (reaching a host's BMC), [`forwarding`] (what a claim passes
+//! on), [`hardware_data`], [`merge_patch`], [`metrics`](mod@metrics), [`bmc_gate`], [`detached`] and
+//! [`remote_servers`].
 
 pub mod bmc_gate;
 pub mod claim;

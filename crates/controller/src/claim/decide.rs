@@ -371,7 +371,7 @@ fn cleared_annotations(host: &BareMetalHost) -> Map<String, Value> {
 
 pub fn release(host: &BareMetalHost) -> Release {
     let s = &host.spec;
-    let detached = crate::claim::select::is_detached(host);
+    let detached = super::select::is_detached(host);
     let workload = s.image.is_some()
         || s.custom_deploy.is_some()
         || s.user_data.is_some()

@@ -12,10 +12,8 @@ use ferrometal_bmc::Credentials;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
+use super::decide::{Call, Decision, FinalizerChange, Input, Memo, MemoChange, Outcome, decide};
 use crate::config::Timing;
-use crate::host::decide::{
-    Call, Decision, FinalizerChange, Input, Memo, MemoChange, Outcome, decide,
-};
 use crate::secrets::CredentialsObservation;
 
 /// Bounds the chain of state changes one reconcile makes.

@@ -18,11 +18,11 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use super::chain::{Chain, Next, Resume};
 use super::context::HostContext;
+use super::decide::{Call, Decision, FinalizerChange, MemoChange, Outcome};
 use crate::detached::Found;
 use crate::error::Error;
-use crate::host::chain::{Chain, Next, Resume};
-use crate::host::decide::{Call, Decision, FinalizerChange, MemoChange, Outcome};
 use crate::host_info::{host_info, host_key};
 use crate::merge_patch::merge_diff;
 use crate::metrics::metrics;

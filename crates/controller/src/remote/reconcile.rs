@@ -17,14 +17,14 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::context::RemoteContext;
+use super::decide::{self, Remote};
+use super::link::Link;
 use crate::conditions::now;
 use crate::error::{Error, conflict, jitter, not_found};
 use crate::events::{HostEvent, announce, event};
 use crate::forwarding::{DataKind, is_paused};
 use crate::hardware_data::{FIELD_MANAGER, write_hardware_copy};
 use crate::metrics::metrics;
-use crate::remote::decide::{self, Remote};
-use crate::remote::link::Link;
 
 /// A settled claim is looked at again this often without any event (the remote watch wakes
 /// it on every change of its mirror).
