@@ -34,6 +34,9 @@ POOL=default
 POOL_DIR=/var/lib/libvirt/images
 OVMF_CODE=/usr/share/OVMF/OVMF_CODE_4M.fd
 OVMF_VARS=/usr/share/OVMF/OVMF_VARS_4M.fd
+# libvirt 9 refuses <loader type='rom'/> without a path (what sushy-tools writes for Legacy
+# with no loader configured): name SeaBIOS, QEMU's own default for q35.
+SEABIOS=/usr/share/seabios/bios-256k.bin
 HOST_LOCK=/run/lock/ferrometal-vmlab.lock
 META_NS=urn:ferrometal:vmlab
 # Daemons shared by all labs must not carry a test run's marks (leftovers.sh would kill them).
@@ -189,7 +192,7 @@ domain_xml() { # name uuid mode ram cpus macs disks console
     loader="<loader readonly='yes' type='pflash'>$OVMF_CODE</loader>
     <nvram template='$OVMF_VARS'>$STATE/nvram/${name}_VARS.fd</nvram>"
   else
-    loader="<loader type='rom'/>"
+    loader="<loader type='rom'>$SEABIOS</loader>"
   fi
   cat <<XML
 <domain type='qemu'>
@@ -356,7 +359,7 @@ SUSHY_EMULATOR_LIBVIRT_URI = '$URI'
 SUSHY_EMULATOR_STATE_DIR = '$sdir/state'
 SUSHY_EMULATOR_AUTH_FILE = '$sdir/htpasswd'
 SUSHY_EMULATOR_STORAGE_POOL = '$POOL'
-SUSHY_EMULATOR_BOOT_LOADER_MAP = {'UEFI': {'x86_64': '$OVMF_CODE'}, 'Legacy': {'x86_64': None}}
+SUSHY_EMULATOR_BOOT_LOADER_MAP = {'UEFI': {'x86_64': '$OVMF_CODE'}, 'Legacy': {'x86_64': '$SEABIOS'}}
 # The 4M code needs the 4M variable store (sushy-tools' defaults are the 2M ones).
 SUSHY_EMULATOR_SECURE_BOOT_DISABLED_NVRAM = '$OVMF_VARS'
 SUSHY_EMULATOR_SECURE_BOOT_ENABLED_NVRAM = '/usr/share/OVMF/OVMF_VARS_4M.ms.fd'
@@ -527,13 +530,12 @@ cmd_down() {
   lock_state 120
   [ -f "$STATE/lab.env" ] || return 0
   source "$STATE/lab.env"
-  # Stop the BMC first: nothing may power a VM on again while it is taken down.
+  # Stop the BMC first (nothing may power a VM on again while it is taken down); it takes a
+  # second or two to exit: waited for after the domains are gone.
+  local pid=""
   if [ -f "$STATE/sushy/pid" ]; then
-    local pid i
     pid=$(cat "$STATE/sushy/pid")
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || pid=""
   fi
   if command -v virsh >/dev/null && [ -s "$STATE/vms.tsv" ]; then
     [ "$(id -u)" -eq 0 ] || die "needs root"
@@ -552,6 +554,11 @@ cmd_down() {
         esac
       done
     done <"$STATE/vms.tsv"
+  fi
+  if [ -n "$pid" ]; then
+    local i
+    for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
   fi
   rm -rf "$STATE/sushy" "$STATE/nvram" "$STATE/xml" "$STATE/hosts" "$STATE/hosts.yaml" \
     "$STATE/lab.json" "$STATE/vms.tsv"
