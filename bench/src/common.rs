@@ -243,7 +243,7 @@ pub fn watch_states(client: &kube::Client) -> (States, tokio::task::JoinHandle<(
             while let Some(event) = stream.next().await {
                 let mut map = states.lock().unwrap();
                 match event {
-                    Ok(Event::Apply(o)) | Ok(Event::InitApply(o)) => {
+                    Ok(Event::Apply(o) | Event::InitApply(o)) => {
                         if let Some(name) = o.metadata.name.clone() {
                             map.insert(name, host_state(&o));
                         }

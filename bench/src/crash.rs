@@ -70,7 +70,7 @@ fn watch_revisions(client: &kube::Client) -> (Arc<Mutex<Seen>>, tokio::task::Joi
                         .unwrap_or(0)
                 };
                 match event {
-                    Ok(Event::Apply(o)) | Ok(Event::Delete(o)) => {
+                    Ok(Event::Apply(o) | Event::Delete(o)) => {
                         let rv = rv(&o);
                         if let Some(&last) = s.revisions.last()
                             && rv <= last

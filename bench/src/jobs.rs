@@ -44,7 +44,7 @@ fn watch_jobs(client: &kube::Client) -> (Ends, tokio::task::JoinHandle<()>) {
         async move {
             let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
             while let Some(event) = stream.next().await {
-                if let Ok(Event::Apply(j)) | Ok(Event::InitApply(j)) = event {
+                if let Ok(Event::Apply(j) | Event::InitApply(j)) = event {
                     let phase = j.status.as_ref().map(|s| s.phase).unwrap_or_default();
                     if matches!(phase, JobPhase::Completed | JobPhase::Failed) {
                         let name = j.metadata.name.clone().unwrap_or_default();

@@ -26,8 +26,8 @@ pub async fn run(core: Arc<Core>) {
     loop {
         sweep(&core).await;
         tokio::select! {
-            _ = core.gc.notified() => {}
-            _ = tokio::time::sleep(SWEEP_EVERY) => {}
+            () = core.gc.notified() => {}
+            () = tokio::time::sleep(SWEEP_EVERY) => {}
             _ = shutdown.changed() => return,
         }
     }

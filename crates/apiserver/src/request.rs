@@ -48,7 +48,7 @@ pub fn parse_path(path: &str) -> Route {
     let (group, version, rest) = match segs.as_slice() {
         [""] => return Route::Discovery(Doc::Root),
         ["version"] => return Route::Discovery(Doc::Version),
-        ["healthz"] | ["livez"] => return Route::Discovery(Doc::Health),
+        ["healthz" | "livez"] => return Route::Discovery(Doc::Health),
         ["readyz"] => return Route::Discovery(Doc::Ready),
         ["api"] => return Route::Discovery(Doc::Api),
         ["apis"] => return Route::Discovery(Doc::Apis),
@@ -158,7 +158,7 @@ pub fn authz_namespace(p: &ResPath) -> &str {
 /// do); a non-number is a 400.
 pub fn resource_version(q: &Query) -> Result<Option<u64>, ApiError> {
     match q.get("resourceVersion").map(String::as_str) {
-        None | Some("") | Some("0") => Ok(None),
+        None | Some("" | "0") => Ok(None),
         Some(rv) => rv
             .parse()
             .map(Some)

@@ -283,15 +283,15 @@ pub async fn serve(
                         return;
                     }
                 }
-                _ = tokio::time::sleep_until(next_bookmark), if bookmarks => {
+                () = tokio::time::sleep_until(next_bookmark), if bookmarks => {
                     if tx.send(Ok(enc.bookmark(cursor))).await.is_err() {
                         return;
                     }
                     last_bookmark = tokio::time::Instant::now();
                 }
-                _ = tokio::time::sleep_until(deadline) => return,
+                () = tokio::time::sleep_until(deadline) => return,
                 _ = shutdown.changed() => return,
-                _ = tx.closed() => return,
+                () = tx.closed() => return,
             }
         }
     });

@@ -64,8 +64,8 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         LeaseConfig::new(&namespace, &args.leader_elect_id, &identity()),
     ));
     tokio::select! {
-        _ = elector.acquire() => {}
-        _ = crate::signals::shutdown_signal() => return Ok(std::process::ExitCode::SUCCESS),
+        () = elector.acquire() => {}
+        () = crate::signals::shutdown_signal() => return Ok(std::process::ExitCode::SUCCESS),
     }
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let holder = tokio::spawn({

@@ -143,7 +143,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     let mut controllers = controllers;
     let failed = match controllers.as_mut() {
         Some(task) => tokio::select! {
-            _ = shutdown_signal() => None,
+            () = shutdown_signal() => None,
             ended = task => Some(match ended {
                 Ok(Ok(())) => anyhow::anyhow!("the controllers stopped unexpectedly"),
                 Ok(Err(e)) => e,

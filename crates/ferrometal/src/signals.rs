@@ -17,7 +17,7 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
+        () = ctrl_c => {}
+        () = term => {}
     }
 }

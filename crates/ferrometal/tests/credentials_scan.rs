@@ -66,7 +66,13 @@ async fn no_bmc_password_outside_its_secret() {
     let ipmi = IpmiSim::start_with_password(&ipmi_password);
 
     // SAFETY: set before anything in this test process reads the environment.
-    unsafe { std::env::set_var("FERROMETAL_TEST_SERVE_LOG", "debug") };
+    #[allow(
+        unsafe_code,
+        reason = "the serve children inherit it; no other thread reads it"
+    )]
+    unsafe {
+        std::env::set_var("FERROMETAL_TEST_SERVE_LOG", "debug")
+    };
     let dir = tempfile::tempdir().unwrap();
     let metrics = format!("127.0.0.1:{}", free_port());
     let s = serve(

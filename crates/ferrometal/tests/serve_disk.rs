@@ -123,7 +123,7 @@ impl Disk {
                 let chunk = vec![0u8; 64 << 10];
                 while filler
                     .write_all(&chunk)
-                    .and_then(|_| filler.flush())
+                    .and_then(|()| filler.flush())
                     .is_ok()
                 {}
             }
@@ -177,7 +177,13 @@ async fn a_full_disk_refuses_writes_reports_not_ready_and_recovers() {
     let disk = Disk::new(root.path());
     // SAFETY: set before any thread of this test process reads the environment; the children
     // inherit it. It only matters when the tmpfs could not be mounted.
-    unsafe { std::env::set_var("FERROMETAL_FAULT_DISK_FULL", disk.flag()) };
+    #[allow(
+        unsafe_code,
+        reason = "the serve children inherit it; no other thread reads it"
+    )]
+    unsafe {
+        std::env::set_var("FERROMETAL_FAULT_DISK_FULL", disk.flag())
+    };
     let data = disk.dir().join("data");
     // The server's log goes where it can still be written when the disk is full.
     std::fs::create_dir_all(&data).unwrap();

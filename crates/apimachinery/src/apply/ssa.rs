@@ -111,7 +111,7 @@ pub fn apply_with(
         conflicts.dedup();
         return Err(conflicts);
     }
-    for e in entries.iter_mut() {
+    for e in &mut entries {
         e.set = e.set.difference(&removed);
     }
 

@@ -60,7 +60,7 @@ pub fn record_update_with(
     compare(&old_obj, &new_obj, "", strat, &mut cmp, &mut Vec::new());
     let changed = strip_server_fields(cmp.added.union(&cmp.modified));
     let removed = strip_server_fields(std::mem::take(&mut cmp.removed));
-    for e in entries.iter_mut() {
+    for e in &mut entries {
         e.set = e.set.difference(&changed).difference(&removed);
     }
     if !changed.is_empty() {

@@ -187,7 +187,7 @@ impl Parser<'_> {
     fn single_value(&mut self) -> Result<String, SelectorError> {
         let v = match self.peek() {
             None | Some(Tok::Comma) => String::new(),
-            Some(Tok::Ident(_)) | Some(Tok::In) | Some(Tok::NotIn) => match self.next() {
+            Some(Tok::Ident(_) | Tok::In | Tok::NotIn) => match self.next() {
                 Some(Tok::Ident(v)) => v,
                 Some(Tok::In) => "in".into(),
                 _ => "notin".into(),

@@ -177,7 +177,7 @@ fn orphan_dependents(s: &View, uid: &str) -> Vec<Op> {
             m.insert("ownerReferences".into(), Value::Array(kept));
         }
         ops.push(Op::Put {
-            resource: key.to_string(),
+            resource: key.clone(),
             namespace: str_at(&meta, "/metadata/namespace")
                 .unwrap_or_default()
                 .into(),

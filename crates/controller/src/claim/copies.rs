@@ -41,18 +41,15 @@ pub(super) async fn copy_data(
             ));
             break;
         }
-        let source = match Api::<Secret>::namespaced(ctx.client.clone(), &claim_ns)
+        let found = Api::<Secret>::namespaced(ctx.client.clone(), &claim_ns)
             .get_opt(&src_name)
-            .await?
-        {
-            Some(s) => s,
-            None => {
-                out.failed = Some((
-                    kind,
-                    format!("spec.{}: Secret {src_name:?} not found", kind.field()),
-                ));
-                break;
-            }
+            .await?;
+        let Some(source) = found else {
+            out.failed = Some((
+                kind,
+                format!("spec.{}: Secret {src_name:?} not found", kind.field()),
+            ));
+            break;
         };
         let copy_name = kind.copy_name(&host.name_any());
         let copies: Api<Secret> = Api::namespaced(ctx.client.clone(), &host_ns);

@@ -55,7 +55,7 @@ pub async fn run(
     // Jobs judge their hosts from the host controller's cache: wait until it is filled.
     tokio::select! {
         ready = ctx.hosts.wait_until_ready() => if ready.is_err() { return },
-        _ = shutdown.clone() => return,
+        () = shutdown.clone() => return,
     }
     let client = ctx.client.clone();
     let (reader, writer) = reflector::store();

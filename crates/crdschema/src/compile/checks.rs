@@ -73,7 +73,7 @@ pub(super) fn check_map_keys(ctx: &mut Ctx, n: &Node, path: &str) {
                     quote(k)
                 ),
             ),
-            Some(p) if matches!(p.ty, Some(Type::Object) | Some(Type::Array)) => ctx.err(
+            Some(p) if matches!(p.ty, Some(Type::Object | Type::Array)) => ctx.err(
                 format!("{path}.items.properties[{k}].type"),
                 Reason::FieldValueInvalid,
                 "Invalid value: must be a scalar type if parent array's x-kubernetes-list-type is map",

@@ -371,7 +371,7 @@ fn compile_list(
             } else {
                 Place::Items
             };
-            let keyed = matches!(n.list_type, Some(ListType::Map) | Some(ListType::Set));
+            let keyed = matches!(n.list_type, Some(ListType::Map | ListType::Set));
             n.items =
                 compile_node(ctx, items, &p, inner, depth + 1, correlatable && keyed).map(Box::new);
         }

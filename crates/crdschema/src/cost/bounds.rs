@@ -50,7 +50,7 @@ pub(super) fn static_len(n: &Node) -> u64 {
                     .unwrap_or(0);
             }
             match n.format.as_deref() {
-                Some("duration") | Some("date-time") | Some("datetime") => 32,
+                Some("duration" | "date-time" | "datetime") => 32,
                 Some("date") => 12,
                 _ => REQ - 2,
             }

@@ -17,12 +17,9 @@ impl IronicProvisioner {
             None
         };
         let mut memo = self.memo(&host.key).await;
-        let node = match self.get_node(host).await? {
-            Some(n) => n,
-            None => {
-                self.create(host, &mut memo, spec.as_ref()).await?;
-                return self.wait("node created in Ironic for adoption");
-            }
+        let Some(node) = self.get_node(host).await? else {
+            self.create(host, &mut memo, spec.as_ref()).await?;
+            return self.wait("node created in Ironic for adoption");
         };
         if let Some(step) = self.ensure_managed(host, &mut memo, &node).await? {
             return Ok(step);

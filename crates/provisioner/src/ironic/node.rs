@@ -277,7 +277,7 @@ fn deploy_method(host: &HostInfo, deployment: &Deployment) -> Result<DeploySpec>
     }
     let is_url = checksum.starts_with("http://") || checksum.starts_with("https://");
     match image.checksum_type {
-        Some(ChecksumType::Sha256) | Some(ChecksumType::Sha512) if !is_url => {
+        Some(ChecksumType::Sha256 | ChecksumType::Sha512) if !is_url => {
             let algo = if image.checksum_type == Some(ChecksumType::Sha256) {
                 "sha256"
             } else {

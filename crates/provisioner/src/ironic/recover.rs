@@ -23,13 +23,10 @@ impl IronicProvisioner {
             Phase::Active(spec) => Some(spec.clone()),
             _ => None,
         };
-        let node = match node {
-            Some(n) => n,
-            None => {
-                tracing::warn!(host = %host.key, "node missing from Ironic; registering it again");
-                self.create(host, memo, active.as_ref()).await?;
-                return Ok(None);
-            }
+        let Some(node) = node else {
+            tracing::warn!(host = %host.key, "node missing from Ironic; registering it again");
+            self.create(host, memo, active.as_ref()).await?;
+            return Ok(None);
         };
         if self.ensure_managed(host, memo, &node).await?.is_some() {
             return Ok(None);

@@ -298,6 +298,10 @@ struct Runner {
 /// on the runtime's worker threads, which live as long as the process.
 fn die_with_parent(cmd: &mut Command) {
     #[cfg(target_os = "linux")]
+    #[allow(
+        unsafe_code,
+        reason = "pre_exec runs between fork and exec; prctl is only there"
+    )]
     // SAFETY: prctl is async-signal-safe and touches nothing shared with the parent.
     unsafe {
         let parent = std::process::id() as libc::pid_t;
@@ -393,7 +397,7 @@ async fn supervise(
                 }
                 tracing::warn!(status = ?status.ok(), retry_in = ?backoff, "ironic exited; restarting");
                 tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(backoff) => {}
                     _ = stopped.changed() => return,
                 }
                 backoff = (backoff * 2).min(max_backoff);
