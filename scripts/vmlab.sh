@@ -19,6 +19,10 @@
 #       copies a raw or qcow2 image onto VM's first disk (VM powered off).
 #   scripts/vmlab.sh attach-disk [--state DIR] VM FILE
 #       attaches FILE (e.g. a config-2 ISO) to VM as an extra read-only virtio disk.
+#   scripts/vmlab.sh wait [--state DIR] [--timeout 120] [--after BYTES] VM TEXT
+#       waits for a console line holding TEXT (past the first BYTES of the log) and prints it
+#       (CR stripped). VM is a name or a UUID.
+#   scripts/vmlab.sh setup     only installs and starts what labs need (as `up` does first).
 #
 # The default state is $REPO_ROOT/.peers/vmlab. With FERROMETAL_PEER_OWNER set (a test's pid),
 # sushy-tools is stopped by lib.sh's owner-watch and a second watcher runs `down` for the lab
@@ -370,7 +374,8 @@ PY
   TMPDIR="$sdir/tmp" "$VMLAB_VENV/bin/sushy-emulator" --config "$sdir/config.py" --port "$port" \
     </dev/null >"$sdir/sushy.log" 2>&1 8>&- 9>&- &
   echo $! >"$sdir/pid"
-  stop_with_owner "$sdir/pid"
+  # (Without the state lock: the watcher lives as long as the owner.)
+  stop_with_owner "$sdir/pid" 8>&- 9>&-
   echo "$port" >"$sdir/port"
   LAB_PORT=$port
   if ! wait_port "$port" 30; then
@@ -648,13 +653,38 @@ cmd_attach_disk() {
   echo "$dev"
 }
 
+cmd_wait() {
+  local args=() timeout=120 after=0
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --state) STATE=$2; shift 2 ;;
+      --timeout) timeout=$2; shift 2 ;;
+      --after) after=$2; shift 2 ;;
+      *) args+=("$1"); shift ;;
+    esac
+  done
+  [ ${#args[@]} = 2 ] || die "usage: vmlab.sh wait [--state DIR] [--timeout S] [--after BYTES] VM TEXT"
+  STATE=${STATE:-$REPO_ROOT/.peers/vmlab}
+  [ -f "$STATE/lab.env" ] || die "no lab in $STATE"
+  local log line end=$((SECONDS + timeout))
+  log=$(vm_field "${args[0]}" 5)
+  [ -n "$log" ] || die "no VM ${args[0]} in this lab"
+  while :; do
+    line=$(tail -c +$((after + 1)) "$log" 2>/dev/null | tr -d '\r' | grep -a -m1 -F -- "${args[1]}") && { echo "$line"; return 0; }
+    [ $SECONDS -lt $end ] || die "no '${args[1]}' in $log after ${timeout}s"
+    sleep 0.2
+  done
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
+  setup) ensure_host ;;
   up) cmd_up "$@" ;;
+  wait) cmd_wait "$@" ;;
   down) cmd_down "$@" ;;
   status) cmd_status "$@" ;;
   write-disk) cmd_write_disk "$@" ;;
   attach-disk) cmd_attach_disk "$@" ;;
-  *) die "usage: vmlab.sh up N [options] | down | status | write-disk VM IMAGE | attach-disk VM FILE  [--state DIR]" ;;
+  *) die "usage: vmlab.sh setup | up N [options] | down | status | write-disk VM IMAGE | attach-disk VM FILE | wait VM TEXT  [--state DIR]" ;;
 esac
