@@ -112,7 +112,8 @@ pub trait GateError {
 
 impl GateError for ProvisionerError {
     fn is_transport_failure(&self) -> bool {
-        self.kind == ErrorKind::Unreachable
+        // A BMC that answers every call with a server error is as broken as a silent one.
+        matches!(self.kind, ErrorKind::Unreachable | ErrorKind::ServerError)
     }
     fn refused(bmc: &str, message: String) -> Self {
         ProvisionerError::new(ErrorKind::Unreachable, format!("BMC {bmc} {message}"))

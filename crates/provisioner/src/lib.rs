@@ -100,6 +100,10 @@ pub enum ErrorKind {
     Credentials,
     /// The BMC (or the backend service) could not be reached or timed out; retried with backoff.
     Unreachable,
+    /// The BMC (or the backend service) answered, with a server error (HTTP 5xx) or "busy"
+    /// (409, 429); retried with backoff. Not `Unreachable`: it did answer, and what it said is
+    /// in the message.
+    ServerError,
     /// The BMC or backend answered with an error.
     Failed,
     /// The request cannot work with this host (e.g. image provisioning over IPMI with the redfish
@@ -114,6 +118,7 @@ impl ErrorKind {
         match self {
             ErrorKind::Credentials => "credentials",
             ErrorKind::Unreachable => "unreachable",
+            ErrorKind::ServerError => "server_error",
             ErrorKind::Failed => "failed",
             ErrorKind::Unsupported => "unsupported",
             ErrorKind::InvalidInput => "invalid_input",
@@ -143,6 +148,7 @@ impl From<ferrometal_bmc::BmcError> for ProvisionerError {
         let kind = match &e {
             ferrometal_bmc::BmcError::Unauthorized { .. } => ErrorKind::Credentials,
             ferrometal_bmc::BmcError::Unsupported { .. } => ErrorKind::Unsupported,
+            ferrometal_bmc::BmcError::Http { .. } if e.is_transient() => ErrorKind::ServerError,
             e if e.is_transient() => ErrorKind::Unreachable,
             _ => ErrorKind::Failed,
         };
@@ -290,4 +296,56 @@ pub trait Provisioner: Send + Sync + 'static {
 
     /// Forget the host for good (after deprovisioning or power-off before delete).
     async fn delete(&self, host: &HostInfo) -> Result<Step>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrometal_bmc::BmcError;
+
+    #[test]
+    fn bmc_errors_are_named_for_what_they_are() {
+        let bmc = || "10.0.0.1:443".to_string();
+        let http = |status| BmcError::Http {
+            bmc: bmc(),
+            status,
+            operation: "POST /x".into(),
+            message: "no".into(),
+        };
+        for (error, kind) in [
+            (http(500), ErrorKind::ServerError),
+            (http(503), ErrorKind::ServerError),
+            (http(409), ErrorKind::ServerError),
+            (http(400), ErrorKind::Failed),
+            (
+                BmcError::Unreachable {
+                    bmc: bmc(),
+                    reason: "refused".into(),
+                },
+                ErrorKind::Unreachable,
+            ),
+            (
+                BmcError::Timeout {
+                    bmc: bmc(),
+                    operation: "GET /".into(),
+                    timeout: std::time::Duration::from_secs(1),
+                },
+                ErrorKind::Unreachable,
+            ),
+            (
+                BmcError::Unauthorized { bmc: bmc() },
+                ErrorKind::Credentials,
+            ),
+            (
+                BmcError::Unsupported {
+                    bmc: bmc(),
+                    what: "x".into(),
+                },
+                ErrorKind::Unsupported,
+            ),
+        ] {
+            assert_eq!(ProvisionerError::from(error.clone()).kind, kind, "{error}");
+        }
+        assert_eq!(ErrorKind::ServerError.as_str(), "server_error");
+    }
 }

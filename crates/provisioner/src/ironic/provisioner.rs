@@ -92,8 +92,8 @@ impl IronicProvisioner {
             Fail::Api(api, what) => {
                 let kind = match &api {
                     ApiError::Transport(_) => ErrorKind::Unreachable,
-                    ApiError::Status { status, .. } if *status >= 500 => ErrorKind::Unreachable,
-                    ApiError::Locked(_) => ErrorKind::Unreachable,
+                    ApiError::Status { status, .. } if *status >= 500 => ErrorKind::ServerError,
+                    ApiError::Locked(_) => ErrorKind::ServerError,
                     _ => ErrorKind::Failed,
                 };
                 let detail = match &api {

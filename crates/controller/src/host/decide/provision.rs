@@ -128,8 +128,8 @@ impl Engine<'_, '_> {
             }
             Outcome::Waiting { requeue_after, .. } => self.waiting(requeue_after),
             Outcome::Failed(e) => {
-                // An unreachable BMC or provisioner is not a failed attempt of the image.
-                if e.kind != ErrorKind::Unreachable {
+                // An unreachable or busy BMC or provisioner is not a failed attempt of the image.
+                if !matches!(e.kind, ErrorKind::Unreachable | ErrorKind::ServerError) {
                     self.st.provisioning_fail_count =
                         self.st.provisioning_fail_count.saturating_add(1);
                 }
