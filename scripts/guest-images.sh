@@ -11,15 +11,18 @@
 #                partition with grub's core.img, an ESP labelled FMBOOT with grub's
 #                BOOTX64.EFI, the kernel and the initramfs); its init does cloud-init's
 #                essentials and prints "FERROMETAL-FIRSTBOOT {…}" (see scripts/guest/init).
-#   kernel, initrd   the kernel and initramfs both images boot (for direct kernel boots).
+#   kernel, initrd   the live ISO's kernel and initramfs (for direct kernel boots).
 #
-# FERROMETAL_GUEST_KERNEL picks the Debian kernel: `cloud` (linux-image-cloud-amd64; boots
-# faster, but has no AHCI driver, so it cannot read a config drive on q35's SATA CD-ROM, the
-# virtual-media drive) or `generic` (linux-image-amd64, the default: it can).
+# Kernels: the live ISO boots Debian's cloud kernel (linux-image-cloud-amd64: LZ4, few drivers;
+# ~3 s faster to the marker under TCG than the generic one), the disk image the generic kernel
+# (linux-image-amd64), because the cloud kernel has no AHCI driver and so cannot read a config
+# drive on q35's SATA CD-ROM, the virtual-media drive. FERROMETAL_GUEST_KERNEL_LIVE and
+# FERROMETAL_GUEST_KERNEL_DISK (or FERROMETAL_GUEST_KERNEL for both) take `cloud` or `generic`.
 # scripts/config-drive.sh makes config drives for the disk image.
 source "$(dirname "$0")/lib.sh"
 OUT=${1:-${FERROMETAL_GUEST_CACHE:-$REPO_ROOT/.cache/guest}}
-FLAVOUR=${FERROMETAL_GUEST_KERNEL:-generic}
+LIVE_KERNEL=${FERROMETAL_GUEST_KERNEL_LIVE:-${FERROMETAL_GUEST_KERNEL:-cloud}}
+DISK_KERNEL=${FERROMETAL_GUEST_KERNEL_DISK:-${FERROMETAL_GUEST_KERNEL:-generic}}
 SRC="$REPO_ROOT/scripts/guest"
 GRUB_MODULES="normal linux search search_label part_gpt part_msdos fat iso9660 echo serial terminal test configfile boot"
 CMDLINE="console=ttyS0,115200 panic=30"
@@ -29,11 +32,16 @@ exec 9>"$OUT/.lock"
 flock -w 900 9 || { echo "another guest-images.sh holds $OUT/.lock" >&2; exit 1; }
 t0=$(date +%s.%N)
 
-case "$FLAVOUR" in
-  cloud) META=linux-image-cloud-amd64 ;;
-  generic) META=linux-image-amd64 ;;
-  *) echo "FERROMETAL_GUEST_KERNEL must be cloud or generic" >&2; exit 2 ;;
-esac
+# meta_package FLAVOUR: Debian's package that always depends on the current kernel of FLAVOUR.
+meta_package() {
+  case "$1" in
+    cloud) echo linux-image-cloud-amd64 ;;
+    generic) echo linux-image-amd64 ;;
+    *) echo "a guest kernel is cloud or generic, not '$1'" >&2; exit 2 ;;
+  esac
+}
+meta_package "$LIVE_KERNEL" >/dev/null
+meta_package "$DISK_KERNEL" >/dev/null
 
 # --- tools (Debian packages; installed once) ---
 need=()
@@ -58,18 +66,25 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # --- the packages the guests are made of ---
-candidate() { apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ {print $2}'; }
-kpkg=$(apt-cache depends "$META" 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}')
-if [ -z "$kpkg" ] || [ -z "$(candidate busybox-static)" ] || [ "$(candidate busybox-static)" = "(none)" ]; then
+# kernel_package FLAVOUR: linux-image-<abi>-<flavour> behind the meta package.
+kernel_package() { apt-cache depends "$(meta_package "$1")" 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}'; }
+live_kpkg=$(kernel_package "$LIVE_KERNEL")
+disk_kpkg=$(kernel_package "$DISK_KERNEL")
+if [ -z "$live_kpkg" ] || [ -z "$disk_kpkg" ]; then
   apt-get update -qq
-  kpkg=$(apt-cache depends "$META" | awk '/Depends: linux-image-/ {print $2; exit}')
+  live_kpkg=$(kernel_package "$LIVE_KERNEL")
+  disk_kpkg=$(kernel_package "$DISK_KERNEL")
 fi
-[ -n "$kpkg" ] || { echo "no kernel package behind $META" >&2; exit 1; }
+[ -n "$live_kpkg" ] && [ -n "$disk_kpkg" ] || { echo "no kernel package behind $(meta_package "$LIVE_KERNEL") or $(meta_package "$DISK_KERNEL")" >&2; exit 1; }
+# One apt-cache call for all candidates (each call costs ~0.4 s).
+policy=$(apt-cache policy "$live_kpkg" "$disk_kpkg" busybox-static | awk '/^[^ ]/ {p = $1; sub(/:$/, "", p)} /Candidate:/ {print p, $2}')
+candidate() { awk -v p="$1" '$1 == p {print $2}' <<<"$policy"; }
 mkdir -p "$OUT/debs"
 # fetch PACKAGE: the path of PACKAGE's .deb at its candidate version, downloaded once.
 fetch() {
   local pkg=$1 ver deb
   ver=$(candidate "$pkg")
+  [ -n "$ver" ] && [ "$ver" != "(none)" ] || { echo "no candidate for $pkg (apt-get update?)" >&2; return 1; }
   for deb in "$OUT/debs/${pkg}"_*.deb; do
     [ -f "$deb" ] && [ "$(dpkg-deb -f "$deb" Version)" = "$ver" ] && { echo "$deb"; return 0; }
   done
@@ -81,11 +96,16 @@ fetch() {
   echo "could not download $pkg" >&2
   return 1
 }
-kdeb=$(fetch "$kpkg")
+live_kdeb=$(fetch "$live_kpkg")
+disk_kdeb=$(fetch "$disk_kpkg")
 bdeb=$(fetch busybox-static)
+# Packages of earlier kernels (another ABI, another name) are not needed any more.
+for deb in "$OUT/debs"/*.deb; do
+  [ "$deb" = "$live_kdeb" ] || [ "$deb" = "$disk_kdeb" ] || [ "$deb" = "$bdeb" ] || rm -f "$deb"
+done
 
 key=$( {
-  echo "flavour=$FLAVOUR kernel=$(basename "$kdeb") busybox=$(basename "$bdeb") cmdline=$CMDLINE modules=$GRUB_MODULES"
+  echo "live=$(basename "$live_kdeb") disk=$(basename "$disk_kdeb") busybox=$(basename "$bdeb") cmdline=$CMDLINE modules=$GRUB_MODULES"
   dpkg-query -W grub-common grub-pc-bin grub-efi-amd64-bin xorriso
   cat "$0" "$SRC"/*
 } | sha256sum | cut -d' ' -f1)
@@ -107,41 +127,53 @@ fi
 B="$OUT/build"
 rm -rf "$B" "$OUT/stamp"
 mkdir -p "$B"
-dpkg-deb -x "$kdeb" "$B/kernel"
 dpkg-deb -x "$bdeb" "$B/busybox"
-kver=$(ls "$B/kernel/lib/modules")
-cp "$B/kernel/boot/vmlinuz-$kver" "$B/vmlinuz"
 
-# --- initramfs: busybox, /init, the modules in scripts/guest/modules and their dependencies ---
-R="$B/root"
-mkdir -p "$R/bin" "$R/etc" "$R/usr/share/fm" "$R/lib/modules/$kver"
-cp "$B/busybox/bin/busybox" "$R/bin/busybox"
-ln -s busybox "$R/bin/sh"
-install -m 0755 "$SRC/init" "$R/init"
-install -m 0755 "$SRC/udhcpc.script" "$R/etc/udhcpc.script"
-cp "$SRC/json.awk" "$SRC/yaml.awk" "$R/usr/share/fm/"
-depmod -b "$B/kernel" "$kver"
-M="$B/kernel/lib/modules/$kver"
-: >"$R/etc/fm-modules"
-for m in $(grep -v -e '^#' -e '^$' "$SRC/modules"); do
-  # modules.dep: "kernel/…/NAME.ko: DEP.ko …"; '-' and '_' are the same in module names.
-  pat=$(echo "$m" | sed 's/[-_]/[-_]/g')
-  line=$(grep -E "(^|/)$pat\.ko(\.[a-z]+)?:" "$M/modules.dep" || true)
-  if [ -z "$line" ]; then
-    if grep -qE "(^|/)$pat\.ko" "$M/modules.builtin"; then continue; fi
-    echo "guest-images: module $m is not in $kpkg (skipped)" >&2
-    continue
-  fi
-  echo "$m" >>"$R/etc/fm-modules"
-  for f in $(echo "$line" | tr -d ':'); do
-    mkdir -p "$R/lib/modules/$kver/$(dirname "$f")"
-    cp "$M/$f" "$R/lib/modules/$kver/$f"
+# initramfs DEB DIR: DIR/vmlinuz and DIR/initrd.img from the kernel package DEB: busybox, /init,
+# the modules in scripts/guest/modules and their dependencies.
+initramfs() {
+  local deb=$1 D=$2 kver M R m pat line f
+  mkdir -p "$D"
+  dpkg-deb -x "$deb" "$D/kernel"
+  kver=$(ls "$D/kernel/lib/modules")
+  cp "$D/kernel/boot/vmlinuz-$kver" "$D/vmlinuz"
+  R="$D/root"
+  mkdir -p "$R/bin" "$R/etc" "$R/usr/share/fm" "$R/lib/modules/$kver"
+  cp "$B/busybox/bin/busybox" "$R/bin/busybox"
+  ln -s busybox "$R/bin/sh"
+  install -m 0755 "$SRC/init" "$R/init"
+  install -m 0755 "$SRC/udhcpc.script" "$R/etc/udhcpc.script"
+  cp "$SRC/json.awk" "$SRC/yaml.awk" "$R/usr/share/fm/"
+  depmod -b "$D/kernel" "$kver"
+  M="$D/kernel/lib/modules/$kver"
+  : >"$R/etc/fm-modules"
+  for m in $(grep -v -e '^#' -e '^$' "$SRC/modules"); do
+    # modules.dep: "kernel/…/NAME.ko: DEP.ko …"; '-' and '_' are the same in module names.
+    pat=$(echo "$m" | sed 's/[-_]/[-_]/g')
+    line=$(grep -E "(^|/)$pat\.ko(\.[a-z]+)?:" "$M/modules.dep" || true)
+    if [ -z "$line" ]; then
+      grep -qE "(^|/)$pat\.ko" "$M/modules.builtin" && continue
+      echo "guest-images: module $m is not in $(basename "$deb" | cut -d_ -f1) (skipped)" >&2
+      continue
+    fi
+    echo "$m" >>"$R/etc/fm-modules"
+    for f in $(echo "$line" | tr -d ':'); do
+      mkdir -p "$R/lib/modules/$kver/$(dirname "$f")"
+      cp "$M/$f" "$R/lib/modules/$kver/$f"
+    done
   done
-done
-cp "$M/modules.builtin" "$M/modules.order" "$R/lib/modules/$kver/"
-[ -f "$M/modules.builtin.modinfo" ] && cp "$M/modules.builtin.modinfo" "$R/lib/modules/$kver/"
-depmod -b "$R" "$kver"
-(cd "$R" && find . | LC_ALL=C sort | "$B/busybox/bin/busybox" cpio -o -H newc 2>/dev/null) | gzip -9n >"$B/initrd.img"
+  cp "$M/modules.builtin" "$M/modules.order" "$R/lib/modules/$kver/"
+  [ ! -f "$M/modules.builtin.modinfo" ] || cp "$M/modules.builtin.modinfo" "$R/lib/modules/$kver/"
+  depmod -b "$R" "$kver"
+  (cd "$R" && find . | LC_ALL=C sort | "$B/busybox/bin/busybox" cpio -o -H newc 2>/dev/null) | gzip -9n >"$D/initrd.img"
+  rm -rf "$D/kernel" "$R"
+}
+initramfs "$live_kdeb" "$B/live"
+if [ "$disk_kdeb" = "$live_kdeb" ]; then
+  cp -r "$B/live" "$B/disk"
+else
+  initramfs "$disk_kdeb" "$B/disk"
+fi
 
 grub_cfg() { # MODE
   cat <<CFG
@@ -159,8 +191,8 @@ CFG
 # --- live ISO (BIOS and UEFI) ---
 I="$B/iso"
 mkdir -p "$I/boot/grub"
-cp "$B/vmlinuz" "$I/boot/vmlinuz"
-cp "$B/initrd.img" "$I/boot/initrd.img"
+cp "$B/live/vmlinuz" "$I/boot/vmlinuz"
+cp "$B/live/initrd.img" "$I/boot/initrd.img"
 grub_cfg live >"$I/boot/grub/grub.cfg"
 grub-mkrescue -o "$B/live.iso" --install-modules="$GRUB_MODULES" --fonts= --locales= --themes= \
   --compress=xz "$I" -- -volid FMLIVE >"$B/mkrescue.log" 2>&1 || { cat "$B/mkrescue.log" >&2; exit 1; }
@@ -174,13 +206,13 @@ grub-mkimage -O x86_64-efi -o "$B/BOOTX64.EFI" -c "$B/early.cfg" -p /boot/grub $
 grub-mkimage -O i386-pc -o "$B/core.img" -c "$B/early.cfg" -p /boot/grub biosdisk $GRUB_MODULES
 core_sectors=$(( ($(stat -c %s "$B/core.img") + 511) / 512 ))
 [ "$core_sectors" -le 2048 ] || { echo "core.img is larger than the 1 MiB BIOS boot partition" >&2; exit 1; }
-content=$(du -ck "$B/vmlinuz" "$B/initrd.img" "$B/BOOTX64.EFI" | tail -1 | cut -f1)
+content=$(du -ck "$B/disk/vmlinuz" "$B/disk/initrd.img" "$B/BOOTX64.EFI" | tail -1 | cut -f1)
 esp_mib=$(( content / 1024 * 11 / 10 + 4 ))
 export MTOOLS_SKIP_CHECK=1
 mkfs.vfat -C -n FMBOOT "$B/esp.img" $((esp_mib * 1024)) >/dev/null
 mmd -i "$B/esp.img" ::/EFI ::/EFI/BOOT ::/boot ::/boot/grub
 mcopy -i "$B/esp.img" "$B/BOOTX64.EFI" ::/EFI/BOOT/BOOTX64.EFI
-mcopy -i "$B/esp.img" "$B/vmlinuz" "$B/initrd.img" ::/boot/
+mcopy -i "$B/esp.img" "$B/disk/vmlinuz" "$B/disk/initrd.img" ::/boot/
 grub_cfg firstboot >"$B/grub.cfg"
 mcopy -i "$B/esp.img" "$B/grub.cfg" ::/boot/grub/grub.cfg
 # 1 MiB (GPT, alignment) + 1 MiB BIOS boot + ESP + 1 MiB (backup GPT).
@@ -203,8 +235,8 @@ le64 2049 | dd of="$B/core.img" bs=1 seek=$((0x1f4)) conv=notrunc status=none
 dd if="$B/core.img" of="$disk" bs=512 seek=2048 conv=notrunc status=none
 qemu-img convert -c -f raw -O qcow2 "$disk" "$B/disk.qcow2"
 
-mv "$B/live.iso" "$B/disk.qcow2" "$B/disk.raw" "$B/vmlinuz" "$B/initrd.img" "$OUT/"
+mv "$B/live.iso" "$B/disk.qcow2" "$B/disk.raw" "$B/live/vmlinuz" "$B/live/initrd.img" "$OUT/"
 rm -rf "$B"
 echo "$key" >"$OUT/stamp"
-echo "guest-images: built in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s ($kpkg, $(basename "$bdeb"))" >&2
+echo "guest-images: built in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s (live: $live_kpkg, disk: $disk_kpkg, $(basename "$bdeb"))" >&2
 print

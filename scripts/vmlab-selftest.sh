@@ -56,6 +56,8 @@ ln -sf "$live" "$WORK/www/live.iso"
 hport=$(free_port)
 (cd "$WORK/www" && exec /usr/bin/python3 -m http.server --bind 127.0.0.1 "$hport") >"$WORK/http.log" 2>&1 &
 http_pid=$!
+echo "$http_pid" >"$WORK/http.pid"
+stop_with_owner "$WORK/http.pid"
 wait_port "$hport" 10
 
 # field STATE INDEX KEY: a value from the lab's summary.

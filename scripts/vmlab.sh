@@ -672,6 +672,7 @@ cmd_wait() {
   while :; do
     line=$(tail -c +$((after + 1)) "$log" 2>/dev/null | tr -d '\r' | grep -a -m1 -F -- "${args[1]}") && { echo "$line"; return 0; }
     [ $SECONDS -lt $end ] || die "no '${args[1]}' in $log after ${timeout}s"
+    [ -f "$STATE/lab.env" ] || die "the lab in $STATE was taken down"
     sleep 0.2
   done
 }
