@@ -38,7 +38,7 @@ found=()
 domains=""
 # Processes still shutting down get a moment (a test's Drop may have just signalled them, or
 # vmlab's owner-watch may be taking a lab down).
-for attempt in $(seq 20); do
+for _ in $(seq 20); do
   found=()
   for env in /proc/[0-9]*/environ; do
     pid=${env#/proc/}; pid=${pid%/environ}

@@ -364,7 +364,7 @@ SUSHY_EMULATOR_STATE_DIR = '$sdir/state'
 SUSHY_EMULATOR_AUTH_FILE = '$sdir/htpasswd'
 SUSHY_EMULATOR_STORAGE_POOL = '$POOL'
 SUSHY_EMULATOR_BOOT_LOADER_MAP = {'UEFI': {'x86_64': '$OVMF_CODE'}, 'Legacy': {'x86_64': '$SEABIOS'}}
-# The 4M code needs the 4M variable store (sushy-tools' defaults are the 2M ones).
+# Variable stores that match the 4M code (sushy-tools' defaults are the 2M ones).
 SUSHY_EMULATOR_SECURE_BOOT_DISABLED_NVRAM = '$OVMF_VARS'
 SUSHY_EMULATOR_SECURE_BOOT_ENABLED_NVRAM = '/usr/share/OVMF/OVMF_VARS_4M.ms.fd'
 # Only this lab's domains (its libvirt driver would list every domain on the host).
@@ -483,6 +483,7 @@ cmd_up() {
   # From here on a failure removes whatever this `up` made.
   write_env
   : >"$STATE/vms.tsv"
+  # shellcheck disable=SC2154 # status is set by the trap itself
   trap 'status=$?; if [ "$LAB_COMPLETE" != 1 ]; then say "up failed: taking the half-made lab down"; exec 9>&-; "$SELF" down --state "$STATE" >&2 || true; fi; exit $status' EXIT
   mkdir -p "$STATE/console" "$STATE/nvram" "$STATE/xml"
   local r1 r2 i j k vm uuid macs vols console
