@@ -13,7 +13,8 @@
 #       Running it again on the same state reuses a healthy lab with the same shape, and refuses
 #       anything else; a failed `up` removes what it had made.
 #   scripts/vmlab.sh down [--state DIR]       destroys and undefines the VMs, deletes their volumes
-#       (and the images sushy-tools uploaded for them), stops sushy-tools; keeps console/ logs.
+#       (and the images sushy-tools uploaded for them), stops sushy-tools; keeps console/ logs
+#       (NAME.log, the serial console; NAME.qemu.log, libvirt's log of the QEMU process).
 #   scripts/vmlab.sh status [--state DIR]     the VMs, their power state, the sushy-tools URL.
 #   scripts/vmlab.sh write-disk [--state DIR] VM IMAGE
 #       copies a raw or qcow2 image onto VM's first disk (VM powered off).
@@ -552,6 +553,12 @@ cmd_down() {
       if vsh dominfo "$vm" >/dev/null 2>&1; then
         vsh destroy "$vm" >/dev/null 2>&1 || true
         vsh undefine --nvram "$vm" >/dev/null 2>&1 || vsh undefine "$vm" >/dev/null
+      fi
+      # libvirt's log of the QEMU process (its command line, its errors) joins the console log.
+      if [ -f "/var/log/libvirt/qemu/$vm.log" ]; then
+        mkdir -p "$STATE/console"
+        cat "/var/log/libvirt/qemu/$vm.log"* >"$STATE/console/$vm.qemu.log" 2>/dev/null
+        rm -f "/var/log/libvirt/qemu/$vm.log"*
       fi
       # The lab's disks and every image sushy-tools uploaded for this VM (NAME-UUID.img).
       for vol in $vols; do
