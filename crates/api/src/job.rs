@@ -162,12 +162,25 @@ pub struct RestoreStatus {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 1024))]
     pub message: String,
-    /// A task inserted media: the restore ejects it.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub eject_media: bool,
-    /// A task set a one-time boot device: the restore clears the override.
+    /// A task inserted or ejected media: the restore puts back the host's (the live ISO its
+    /// provisioning inserted, or none).
+    #[serde(
+        default,
+        alias = "ejectMedia",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub media_changed: bool,
+    /// A task set a one-time boot device (or the media was put back): the restore sets the
+    /// boot the host needs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub clear_boot: bool,
+    /// A task powered the host on or restarted it, so it may run something other than its
+    /// image: a restore that puts the image back also boots it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub booted: bool,
+    /// The restore boots the host into its image (a restart, or power on).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restart: bool,
     /// The power action of the restore was sent (observed afterwards, never sent twice).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub power_issued: bool,

@@ -220,8 +220,9 @@ pub async fn announce(
     publisher.publish_about(claim, &events).await;
 }
 
-/// What makes two Events repeats of each other: the object, type and reason (the note may
-/// differ, as kube-rs and client-go also fold those).
+/// What makes two Events repeats of each other: the object, type, reason and note, as
+/// client-go's events recorder keys them. Without the note, "task 2: boot=pxe" folded into
+/// "TaskStarted (x4) task 1: power=off" and hid what happened.
 fn series_key(regarding: &ObjectReference, e: &HostEvent) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     regarding.uid.hash(&mut h);
@@ -229,6 +230,7 @@ fn series_key(regarding: &ObjectReference, e: &HostEvent) -> u64 {
     regarding.name.hash(&mut h);
     e.warning.hash(&mut h);
     e.reason.hash(&mut h);
+    e.note.hash(&mut h);
     h.finish()
 }
 
@@ -257,7 +259,8 @@ mod tests {
     fn repeats_share_a_key_and_others_do_not() {
         let a = reference("u1", "a");
         let same = series_key(&a, &event("Registered", "one", false));
-        assert_eq!(same, series_key(&a, &event("Registered", "two", false)));
+        assert_eq!(same, series_key(&a, &event("Registered", "one", false)));
+        assert_ne!(same, series_key(&a, &event("Registered", "two", false)));
         assert_ne!(same, series_key(&a, &event("Registered", "one", true)));
         assert_ne!(
             same,

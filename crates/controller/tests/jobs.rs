@@ -12,6 +12,7 @@ use ferrometal_api::{BareMetalHost, ProvisioningState as S};
 use ferrometal_emulator::{Emulator, EmulatorConfig, Fault};
 use ferrometal_provisioner::redfish::{RedfishOptions, RedfishProvisioner};
 use ferrometal_test_support::peers;
+use kube::api::{Api, PostParams};
 use serde_json::json;
 use stack::Stack;
 
@@ -48,6 +49,39 @@ fn task_states(j: &BMCJob) -> Vec<TaskState> {
         .as_ref()
         .map(|s| s.tasks.iter().map(|t| t.state).collect())
         .unwrap_or_default()
+}
+
+/// Finished, and its restore (if any) too: the host is handed back.
+fn settled(j: &BMCJob) -> bool {
+    finished(j)
+        && j.status
+            .as_ref()
+            .unwrap()
+            .restore
+            .as_ref()
+            .is_none_or(|r| matches!(r.state, TaskState::Succeeded | TaskState::Failed))
+}
+
+fn condition_true(j: &BMCJob, type_: &str) -> Option<String> {
+    j.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == "True")
+        .map(|c| c.message.clone())
+}
+
+async fn emulator() -> Emulator {
+    Emulator::start(
+        EmulatorConfig {
+            systems: 1,
+            power_delay: Duration::from_millis(50),
+            ..EmulatorConfig::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
 }
 
 fn held(h: &BareMetalHost) -> bool {
@@ -195,9 +229,14 @@ async fn a_failed_task_skips_the_rest_and_the_restore_still_runs() {
     );
     let message = &job.status.as_ref().unwrap().tasks[0].message;
     assert!(message.starts_with("power=off: "), "{message}");
-    // The BMC answers again: the restore finishes and the job ends Failed, restored.
+    // Failed at once (Rufio's semantics), the restore reported beside it.
+    let st = job.status.as_ref().unwrap();
+    assert_eq!(st.phase, JobPhase::Failed);
+    assert!(condition_true(&job, "Failed").is_some(), "{st:#?}");
+    assert_eq!(st.restore.as_ref().unwrap().state, TaskState::Running);
+    // The BMC answers again: the restore finishes; the job stays Failed, restored.
     emu.set_fault(0, None);
-    let job = stack.wait_job("broken", "finished", finished).await;
+    let job = stack.wait_job("broken", "restored", settled).await;
     let st = job.status.unwrap();
     assert_eq!(st.phase, JobPhase::Failed);
     assert_eq!(st.restore.unwrap().state, TaskState::Succeeded);
@@ -265,4 +304,159 @@ async fn a_job_waits_for_its_host_to_finish_provisioning() {
         started >= provisioned,
         "the job started at {started}, before provisioning ended at {provisioned}"
     );
+}
+
+/// Issue 32: a task failing on a BMC that stays broken (HTTP 500 to everything) makes the job
+/// Failed at once, as Rufio does, instead of `Restoring` with `Failed=False` for minutes; the
+/// restore goes on beside it, saying what it retries and until when.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_failing_on_a_broken_bmc_fails_the_job_at_once() {
+    let emu = emulator().await;
+    let stack = redfish_stack().await;
+    stack.secret("bmc", "password").await;
+    let address = emu
+        .system_url(0)
+        .replace("http://", "redfish-virtualmedia+http://");
+    stack
+        .host("h3", &address, "bmc", json!({"online": true}))
+        .await;
+    stack
+        .wait("h3", "available and on", |h| {
+            h.state() == S::Available && h.status.as_ref().unwrap().powered_on
+        })
+        .await;
+    emu.set_fault(0, Some(Fault::Http500));
+    stack
+        .job(
+            "cycle",
+            json!({"hostRef": {"name": "h3"}, "tasks": [
+                {"powerAction": "cycle"},
+                {"powerAction": "on"},
+            ]}),
+        )
+        .await;
+    let job = stack
+        .wait_job("cycle", "Failed=True", |j| {
+            condition_true(j, "Failed").is_some()
+        })
+        .await;
+    let st = job.status.clone().unwrap();
+    assert_eq!(st.phase, JobPhase::Failed);
+    assert_eq!(task_states(&job), [TaskState::Failed, TaskState::Skipped]);
+    assert!(st.completion_time.is_some());
+    assert!(
+        condition_true(&job, "Running").is_none(),
+        "{:#?}",
+        st.conditions
+    );
+    // The restore's own progress, bounded in time.
+    let job = stack
+        .wait_job("cycle", "the restore says what it retries", |j| {
+            j.status
+                .as_ref()
+                .and_then(|s| s.restore.as_ref())
+                .is_some_and(|r| r.message.starts_with("retrying until "))
+        })
+        .await;
+    let r = job.status.unwrap().restore.unwrap();
+    assert_eq!(r.state, TaskState::Running, "{r:?}");
+    assert!(r.message.contains("500"), "{}", r.message);
+    // The host stays held while the restore runs, and is handed back once it ends.
+    assert!(held(&stack.wait("h3", "held", held).await));
+    emu.set_fault(0, None);
+    let job = stack.wait_job("cycle", "restored", settled).await;
+    assert_eq!(
+        job.status.unwrap().restore.unwrap().state,
+        TaskState::Succeeded
+    );
+    stack.wait("h3", "released", |h| !held(h)).await;
+}
+
+/// Issue 28 (3): the example reimage job on a host provisioned with a live ISO puts the ISO
+/// back afterwards and boots it again (it used to eject it: the host said provisioned while
+/// its BMC had nothing to boot); each task has its own Event, not one series that hid
+/// tasks 2-4 behind "task 1".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_reimage_job_gives_a_live_iso_host_its_image_back() {
+    let emu = emulator().await;
+    let files = peers::FileServer::start();
+    std::fs::copy(
+        files.dir.path().join("live.iso"),
+        files.dir.path().join("tools.iso"),
+    )
+    .unwrap();
+    let stack = redfish_stack().await;
+    stack.secret("bmc", "password").await;
+    let address = emu
+        .system_url(0)
+        .replace("http://", "redfish-virtualmedia+http://");
+    let iso = files.url("live.iso");
+    stack
+        .host(
+            "node-0",
+            &address,
+            "bmc",
+            json!({"online": true, "image": {"url": iso, "format": "live-iso"}}),
+        )
+        .await;
+    stack
+        .wait("node-0", "provisioned", |h| h.state() == S::Provisioned)
+        .await;
+    assert_eq!(emu.state(0).virtual_media.image.as_deref(), Some(&*iso));
+
+    // The example as shipped, with a tools ISO that something serves.
+    let example = std::fs::read_to_string(peers::repo_root().join("examples/bmcjob-reimage.yaml"))
+        .unwrap()
+        .replace("http://images.example/tools.iso", &files.url("tools.iso"));
+    let job: BMCJob = serde_yaml::from_str(&example).unwrap();
+    let name = job.metadata.name.clone().unwrap();
+    let jobs: Api<BMCJob> = Api::namespaced(stack.client.clone(), "default");
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+    let job = stack.wait_job(&name, "restored", settled).await;
+    let st = job.status.unwrap();
+    assert_eq!(st.phase, JobPhase::Completed, "{st:#?}");
+    assert_eq!(st.restore.unwrap().state, TaskState::Succeeded);
+
+    // On the BMC: the tools ISO was mounted and booted, then the live ISO is back and booted.
+    let actions = emu.state(0).actions;
+    assert!(
+        actions.iter().filter(|a| *a == "InsertMedia").count() >= 3,
+        "{actions:?}"
+    );
+    peers::eventually("the live ISO booted again", || {
+        let s = emu.state(0);
+        s.virtual_media.inserted
+            && s.virtual_media.image.as_deref() == Some(&*iso)
+            && s.last_boot_source.as_deref() == Some("Cd")
+            && s.pending_power_state.is_none()
+            && s.power_state.as_str() == "On"
+    })
+    .await;
+    let h = stack.wait("node-0", "released", |h| !held(h)).await;
+    assert_eq!(h.state(), S::Provisioned);
+
+    // One TaskStarted Event per task, each naming its task.
+    let mut notes: Vec<String> = Vec::new();
+    for _ in 0..200 {
+        notes = stack
+            .events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&*name))
+            .filter(|e| e.reason.as_deref() == Some("TaskStarted"))
+            .map(|e| e.note.unwrap_or_default())
+            .collect();
+        if notes.len() >= 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    notes.sort();
+    assert_eq!(notes.len(), 4, "{notes:?}");
+    for (i, n) in notes.iter().enumerate() {
+        assert!(n.starts_with(&format!("task {}: ", i + 1)), "{notes:?}");
+    }
 }

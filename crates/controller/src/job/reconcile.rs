@@ -17,7 +17,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
 
-use super::step::{Act, HostView, Look, Seen, Step, StepInput, step};
+use super::step::{Act, HostView, Look, Seen, Step, StepInput, restore_pending, step};
 use crate::context::Context;
 use crate::error::{Error, retry_after};
 use crate::events::HostEvent;
@@ -43,8 +43,15 @@ fn finished(status: &BMCJobStatus) -> bool {
     matches!(status.phase, JobPhase::Completed | JobPhase::Failed)
 }
 
-/// What the job controller may do with the host now.
-pub fn host_view(host: Option<&BareMetalHost>) -> HostView {
+/// Finished and restored: the job no longer holds its host.
+fn settled(status: &BMCJobStatus) -> bool {
+    finished(status) && !restore_pending(status)
+}
+
+/// What the job controller may do with the host now. `iso_on_media`: the provisioner boots
+/// live ISOs from the BMC's virtual media itself (redfish), so a provisioned host's ISO is
+/// part of its desired state.
+pub fn host_view(host: Option<&BareMetalHost>, iso_on_media: bool) -> HostView {
     let Some(host) = host.filter(|h| h.metadata.deletion_timestamp.is_none()) else {
         return HostView::Missing;
     };
@@ -53,13 +60,18 @@ pub fn host_view(host: Option<&BareMetalHost>) -> HostView {
     }
     let status = host.status.clone().unwrap_or_default();
     let detached = status.operational_status == OperationalStatus::Detached;
+    let media = (iso_on_media && status.provisioning.state == S::Provisioned)
+        .then_some(status.provisioning.image.as_ref())
+        .flatten()
+        .filter(|i| i.is_live_iso() && !i.url.is_empty())
+        .map(|i| i.url.clone());
+    let ready = HostView::Ready {
+        online: host.spec.online,
+        media,
+    };
     match status.provisioning.state {
-        _ if detached => HostView::Ready {
-            online: host.spec.online,
-        },
-        S::Available | S::Ready | S::Provisioned | S::ExternallyProvisioned => HostView::Ready {
-            online: host.spec.online,
-        },
+        _ if detached => ready,
+        S::Available | S::Ready | S::Provisioned | S::ExternallyProvisioned => ready,
         S::Unmanaged => HostView::Busy("unmanaged (no BMC)".into()),
         S::None => HostView::Busy("not registered yet".into()),
         other => HostView::Busy(other.as_str().into()),
@@ -75,7 +87,7 @@ fn ahead_of(jobs: &Store<BMCJob>, job: &BMCJob, host: Option<&BareMetalHost>) ->
         && jobs.state().iter().any(|j| {
             j.name_any() == *holder
                 && j.namespace() == ns
-                && !j.status.as_ref().is_some_and(finished)
+                && !j.status.as_ref().is_some_and(settled)
         })
     {
         return Some(holder.clone());
@@ -94,7 +106,7 @@ fn ahead_of(jobs: &Store<BMCJob>, job: &BMCJob, host: Option<&BareMetalHost>) ->
                 && j.spec.host_ref.name == job.spec.host_ref.name
                 && j.name_any() != name
                 && j.metadata.deletion_timestamp.is_none()
-                && !j.status.as_ref().is_some_and(finished)
+                && !j.status.as_ref().is_some_and(settled)
                 && order(j) < mine
         })
         .min_by_key(|j| order(j))
@@ -127,7 +139,7 @@ pub async fn reconcile(job: Arc<BMCJob>, jc: Arc<JobContext>) -> Result<Action, 
         return Ok(Action::requeue(Duration::from_secs(30)));
     }
 
-    if finished(&status) {
+    if settled(&status) {
         release(&hosts, host.as_ref(), &name).await?;
         if job.finalizers().iter().any(|f| f == FINALIZER) {
             let rest: Vec<_> = job
@@ -157,7 +169,7 @@ pub async fn reconcile(job: Arc<BMCJob>, jc: Arc<JobContext>) -> Result<Action, 
         return Ok(Action::requeue(Duration::ZERO));
     }
 
-    let view = host_view(host.as_ref());
+    let view = host_view(host.as_ref(), ctx.provisioner.name() == "redfish");
     let behind = (status.phase == JobPhase::Waiting)
         .then(|| ahead_of(&jc.jobs, &job, host.as_ref()))
         .flatten();
@@ -245,7 +257,7 @@ pub async fn reconcile(job: Arc<BMCJob>, jc: Arc<JobContext>) -> Result<Action, 
 fn requeue(out: &Step) -> Action {
     match out.requeue {
         Some(d) => Action::requeue(d),
-        None if finished(&out.status) => Action::requeue(Duration::ZERO),
+        None if settled(&out.status) => Action::requeue(Duration::ZERO),
         // A reading is still wanted: look again shortly.
         None if out.look.is_some() => Action::requeue(super::step::POLL),
         None => Action::await_change(),

@@ -26,8 +26,9 @@ pub enum HostView {
     Missing,
     /// Registering, inspecting, provisioning, deprovisioning or paused: jobs wait.
     Busy(String),
-    /// Jobs may run; `online` is the desired power the restore returns to.
-    Ready { online: bool },
+    /// Jobs may run; `online` is the desired power the restore returns to, `media` the live
+    /// ISO the host's provisioning put in its virtual media slot (the restore puts it back).
+    Ready { online: bool, media: Option<String> },
 }
 
 /// A BMC action, sent by the reconciler after it wrote the status returned with it.
@@ -117,6 +118,8 @@ pub fn step(input: &StepInput) -> Step {
         JobPhase::Waiting => s.waiting(),
         JobPhase::Running => s.running(),
         JobPhase::Restoring => s.restoring(),
+        // A failed job is Failed at once (Rufio's semantics); its restore goes on beside it.
+        JobPhase::Failed if restore_pending(&s.out.status) => s.restoring(),
         JobPhase::Completed | JobPhase::Failed => {}
     }
     let done = s
@@ -128,6 +131,14 @@ pub fn step(input: &StepInput) -> Step {
         .count();
     s.out.status.progress = format!("{done}/{tasks}");
     s.out
+}
+
+/// A restore still to finish: the job holds its host until it has.
+pub fn restore_pending(status: &BMCJobStatus) -> bool {
+    status
+        .restore
+        .as_ref()
+        .is_some_and(|r| matches!(r.state, TaskState::Pending | TaskState::Running))
 }
 
 fn rfc3339(t: Timestamp) -> String {
@@ -307,6 +318,11 @@ impl Stepper<'_> {
     fn issue(&mut self, i: usize, task: &JobTask) {
         self.out.status.tasks[i].issued = true;
         let act = if let Some(p) = task.power_action {
+            if let (Some(r), PowerAction::On | PowerAction::Cycle | PowerAction::Reset) =
+                (self.out.status.restore.as_mut(), p)
+            {
+                r.booted = true;
+            }
             Act::Power(p)
         } else if let Some(b) = &task.one_time_boot_device_action {
             if let Some(r) = self.out.status.restore.as_mut() {
@@ -318,12 +334,12 @@ impl Stepper<'_> {
             }
         } else {
             let m = task.virtual_media_action.clone().unwrap_or_default();
+            if let Some(r) = self.out.status.restore.as_mut() {
+                r.media_changed = true;
+            }
             if m.media_url.is_empty() {
                 Act::EjectMedia
             } else {
-                if let Some(r) = self.out.status.restore.as_mut() {
-                    r.eject_media = true;
-                }
                 Act::InsertMedia(m.media_url)
             }
         };
@@ -420,43 +436,60 @@ impl Stepper<'_> {
     }
 
     fn after_tasks(&mut self, failure: Option<String>) {
-        if let Some(f) = &failure {
-            self.condition(RUNNING, "TaskFailed", f);
-        }
-        if self.out.status.restore.is_some() {
-            self.st().phase = JobPhase::Restoring;
+        let restore = self.out.status.restore.is_some();
+        if restore {
+            let deadline = rfc3339(self.restore_deadline());
+            let r = self.restore_mut();
+            r.state = TaskState::Running;
+            r.message = format!("restoring the desired state (gives up at {deadline})");
             self.out.requeue = Some(Duration::ZERO);
-            return;
         }
         match failure {
+            // Failed at once, as Rufio: automation waiting for Failed need not wait for the
+            // restore, whose progress is in status.restore.
+            Some(f) if restore => self.finish(false, &format!("{f}; restoring the desired state")),
             Some(f) => self.finish(false, &f),
+            None if restore => self.st().phase = JobPhase::Restoring,
             None => self.finish(true, "all tasks succeeded"),
         }
     }
 
-    /// Back to the desired state: media the job inserted ejected, the boot override cleared,
-    /// power as `spec.online` says; each observed before it counts.
+    /// Back to the desired state: the media slot as the host's provisioning left it (its live
+    /// ISO, or empty), the boot override put back (or set to that ISO), power as
+    /// `spec.online` says, and a host the job booted elsewhere booted into its image again;
+    /// each observed before it counts.
     fn restoring(&mut self) {
         if let Some(e) = self.input.act_failed.clone() {
             return self.restore_error(e);
         }
-        let online = match self.input.host {
-            HostView::Ready { online } => Some(*online),
-            HostView::Busy(_) => None,
+        let (online, image) = match self.input.host {
+            HostView::Ready { online, media } => (*online, media.clone()),
+            HostView::Busy(_) => {
+                self.out.requeue = Some(HOST_WAIT);
+                return;
+            }
             HostView::Missing => return self.end_restore(None),
         };
         let r = self.out.status.restore.clone().unwrap_or_default();
-        if r.eject_media {
+        if r.media_changed {
             match &self.input.seen {
-                Some(Seen::Media {
-                    inserted: false, ..
-                }) => {
-                    self.restore_mut().eject_media = false;
+                Some(Seen::Media { inserted, image: i })
+                    if (image.is_none() && !inserted)
+                        || (*inserted && i.is_some() && *i == image) =>
+                {
+                    let r = self.restore_mut();
+                    r.media_changed = false;
+                    // The image is back: so must be the boot that starts it.
+                    r.clear_boot |= image.is_some();
                     self.out.requeue = Some(Duration::ZERO);
                 }
-                // Ejecting twice is harmless: send it until the slot is empty.
+                // Harmless to repeat (an insert of what is inserted is a no-op): sent until
+                // the slot shows it.
                 Some(Seen::Media { .. }) => {
-                    self.out.act = Some(Act::EjectMedia);
+                    self.out.act = Some(match image {
+                        Some(url) => Act::InsertMedia(url),
+                        None => Act::EjectMedia,
+                    });
                     self.out.requeue = Some(POLL);
                 }
                 Some(Seen::Error(e)) => self.restore_error(e.clone()),
@@ -465,37 +498,50 @@ impl Stepper<'_> {
             return;
         }
         if r.clear_boot {
-            self.restore_mut().clear_boot = false;
-            self.out.act = Some(Act::RestoreBoot(r.boot_before.clone()));
+            let r = self.restore_mut();
+            r.clear_boot = false;
+            let saved = match &image {
+                // The boot the live ISO needs, as provisioning set it.
+                Some(_) => {
+                    r.restart = r.booted && online;
+                    Some(SavedBoot {
+                        device: "Cd".into(),
+                        once: true,
+                        mode: r.boot_before.as_ref().and_then(|b| b.mode.clone()),
+                    })
+                }
+                None => r.boot_before.clone(),
+            };
+            self.out.act = Some(Act::RestoreBoot(saved));
             self.out.requeue = Some(Duration::ZERO);
             return;
         }
-        let Some(online) = online else {
-            self.out.requeue = Some(HOST_WAIT);
-            return;
-        };
         let want = if online {
             PowerState::On
         } else {
             PowerState::Off
         };
         match &self.input.seen {
-            Some(Seen::Power(p)) if *p == want => self.end_restore(None),
-            Some(Seen::Power(_)) if !r.power_issued => {
+            // A restart into the image counts once sent (sent is done, as for tasks).
+            Some(Seen::Power(p)) if *p == want && (!r.restart || r.power_issued) => {
+                self.end_restore(None)
+            }
+            Some(Seen::Power(p)) if !r.power_issued => {
                 self.restore_mut().power_issued = true;
-                self.out.act = Some(Act::Power(if online {
-                    PowerAction::On
-                } else {
-                    PowerAction::Off
+                self.out.act = Some(Act::Power(match (online, p) {
+                    // On, but running what the job booted: restart into the image.
+                    (true, PowerState::On) => PowerAction::Reset,
+                    (true, _) => PowerAction::On,
+                    (false, _) => PowerAction::Off,
                 }));
                 self.out.requeue = Some(POLL);
             }
+            Some(Seen::Error(e)) => self.restore_error(e.clone()),
             Some(seen) => {
                 if self.restore_late() {
                     let shown = match seen {
                         Seen::Power(p) => format!("the BMC reports power {p}"),
-                        Seen::Media { .. } | Seen::Boot(_) => "no power reading".into(),
-                        Seen::Error(e) => e.clone(),
+                        _ => "no power reading".into(),
                     };
                     self.end_restore(Some(format!("power {want} not observed: {shown}")));
                 } else {
@@ -513,22 +559,36 @@ impl Stepper<'_> {
             .get_or_insert_with(RestoreStatus::default)
     }
 
-    /// The restore has had twice a task's timeout since the last task ended.
-    fn restore_late(&self) -> bool {
+    /// When the restore gives up: twice a task's timeout after the last task ended.
+    fn restore_deadline(&self) -> Timestamp {
         let since = self
             .out
             .status
             .tasks
             .iter()
-            .filter_map(|t| t.completion_time.clone())
-            .max();
-        elapsed(since.as_deref(), self.input.now) > self.input.timeout * 2
+            .filter_map(|t| t.completion_time.as_deref())
+            .filter_map(|t| t.parse::<Timestamp>().ok())
+            .max()
+            .unwrap_or(self.input.now);
+        let bound = (self.input.timeout * 2).as_secs() as i64;
+        Timestamp::from_second(since.as_second() + bound).unwrap_or(since)
     }
 
+    fn restore_late(&self) -> bool {
+        self.input.now > self.restore_deadline()
+    }
+
+    /// The BMC refused or did not answer: retried until the deadline, saying so meanwhile.
     fn restore_error(&mut self, e: String) {
         if self.restore_late() {
             self.end_restore(Some(e));
         } else {
+            let deadline = rfc3339(self.restore_deadline());
+            let m: String = format!("retrying until {deadline}: {e}")
+                .chars()
+                .take(1024)
+                .collect();
+            self.restore_mut().message = m;
             self.out.requeue = Some(POLL);
         }
     }
@@ -540,7 +600,10 @@ impl Stepper<'_> {
                 r.state = TaskState::Failed;
                 r.message = m.chars().take(1024).collect();
             }
-            None => r.state = TaskState::Succeeded,
+            None => {
+                r.state = TaskState::Succeeded;
+                r.message.clear();
+            }
         }
         let failed_task = self
             .out
@@ -548,25 +611,40 @@ impl Stepper<'_> {
             .tasks
             .iter()
             .position(|t| t.state == TaskState::Failed);
-        match (failed_task, failure) {
-            (Some(i), Some(f)) => {
-                let m = format!(
-                    "task {} failed: {}; restore failed: {f}",
-                    i + 1,
-                    self.out.status.tasks[i].message
-                );
-                self.finish(false, &m)
-            }
-            (Some(i), None) => {
-                let m = format!(
-                    "task {} failed: {}; desired state restored",
-                    i + 1,
-                    self.out.status.tasks[i].message
-                );
-                self.finish(false, &m)
-            }
-            (None, Some(f)) => self.finish(false, &format!("restore failed: {f}")),
-            (None, None) => self.finish(true, "all tasks succeeded; desired state restored"),
+        let restored = match &failure {
+            Some(f) => format!("restore failed: {f}"),
+            None => "desired state restored".into(),
+        };
+        let Some(i) = failed_task else {
+            return match failure {
+                Some(_) => self.finish(false, &restored),
+                None => self.finish(true, "all tasks succeeded; desired state restored"),
+            };
+        };
+        let m = format!(
+            "task {} failed: {}; {restored}",
+            i + 1,
+            self.out.status.tasks[i].message
+        );
+        if self.out.status.phase == JobPhase::Failed {
+            // Failed since the task failed: only the restore's outcome is new.
+            let now = self.now.clone();
+            set_condition(
+                &mut self.st().conditions,
+                FAILED,
+                "True",
+                "Failed",
+                &m,
+                &now,
+                None,
+            );
+            let (warning, reason) = match failure {
+                Some(_) => (true, "RestoreFailed"),
+                None => (false, "RestoreSucceeded"),
+            };
+            self.event(warning, reason, restored);
+        } else {
+            self.finish(false, &m);
         }
     }
 }

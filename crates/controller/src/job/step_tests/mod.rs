@@ -1,4 +1,6 @@
-//! Table-driven tests of the job step: one row per rule.
+//! Table-driven tests of the job step: one row per rule (the restore's in restore.rs).
+
+mod restore;
 
 use std::time::Duration;
 
@@ -99,6 +101,28 @@ fn restoring(r: RestoreStatus, total: usize) -> BMCJobStatus {
     st
 }
 
+const ISO: &str = "http://images/live.iso";
+
+/// A job whose task 2 failed (Failed at once, at T0) and whose restore runs.
+fn failed(r: RestoreStatus) -> BMCJobStatus {
+    let mut st = restoring(
+        RestoreStatus {
+            state: TaskState::Running,
+            ..r
+        },
+        4,
+    );
+    st.phase = JobPhase::Failed;
+    st.completion_time = Some(T0.into());
+    st.tasks[1].state = TaskState::Failed;
+    st.tasks[1].message = "boom".into();
+    for t in &mut st.tasks[2..] {
+        t.state = TaskState::Skipped;
+        t.completion_time = None;
+    }
+    st
+}
+
 struct Row {
     name: &'static str,
     spec: BMCJobSpec,
@@ -118,7 +142,10 @@ fn row(name: &'static str, spec: BMCJobSpec, status: BMCJobStatus, check: fn(&St
         name,
         spec,
         status,
-        host: HostView::Ready { online: true },
+        host: HostView::Ready {
+            online: true,
+            media: None,
+        },
         behind: None,
         deleting: false,
         at: 1,
@@ -273,7 +300,22 @@ fn job_steps() {
                         s.status.tasks[0].message,
                         "power=off not observed within 120s: the BMC reports power On"
                     );
-                    assert_eq!(s.status.phase, JobPhase::Restoring);
+                    // Failed at once; the restore goes on beside it, bounded.
+                    assert_eq!(s.status.phase, JobPhase::Failed);
+                    assert!(s.status.completion_time.is_some());
+                    assert!(
+                        cond(s, "Failed")
+                            .1
+                            .ends_with("; restoring the desired state")
+                    );
+                    let r = s.status.restore.as_ref().unwrap();
+                    assert_eq!(r.state, Running);
+                    assert_eq!(
+                        r.message,
+                        "restoring the desired state (gives up at 2026-01-01T00:06:01Z)"
+                    );
+                    assert!(restore_pending(&s.status));
+                    assert!(s.events.iter().any(|e| e.reason == "JobFailed"));
                     assert!(s.act.is_none());
                 },
             )
@@ -287,7 +329,8 @@ fn job_steps() {
                 |s| {
                     assert_eq!(s.status.tasks[0].state, Failed);
                     assert!(s.status.tasks[0].message.contains("HTTP 500"));
-                    assert_eq!(s.status.phase, JobPhase::Restoring);
+                    assert_eq!(s.status.phase, JobPhase::Failed);
+                    assert_eq!(cond(s, "Failed").0, "Failed");
                 },
             )
         },
@@ -361,7 +404,7 @@ fn job_steps() {
                     s.act,
                     Some(Act::InsertMedia("http://images/tools.iso".into()))
                 );
-                assert!(s.status.restore.as_ref().unwrap().eject_media);
+                assert!(s.status.restore.as_ref().unwrap().media_changed);
             },
         ),
         row(
@@ -436,7 +479,8 @@ fn job_steps() {
                 |s| {
                     assert_eq!(states(s), [Succeeded, Failed, Skipped, Skipped]);
                     assert_eq!(s.status.tasks[1].message, "the job was deleted");
-                    assert_eq!(s.status.phase, JobPhase::Restoring);
+                    assert_eq!(s.status.phase, JobPhase::Failed);
+                    assert!(restore_pending(&s.status));
                     assert!(s.act.is_none());
                 },
             )
@@ -474,159 +518,12 @@ fn job_steps() {
                 assert_eq!(cond(s, "Completed").1, "all tasks succeeded");
             },
         ),
-        Row {
-            seen: Some(Seen::Media {
-                inserted: true,
-                image: Some("http://images/tools.iso".into()),
-            }),
-            ..row(
-                "restore: media still in: eject (harmless to repeat)",
-                reimage(),
-                restoring(
-                    RestoreStatus {
-                        eject_media: true,
-                        clear_boot: true,
-                        ..RestoreStatus::default()
-                    },
-                    4,
-                ),
-                |s| assert_eq!(s.act, Some(Act::EjectMedia)),
-            )
-        },
-        Row {
-            seen: Some(Seen::Media {
-                inserted: false,
-                image: None,
-            }),
-            ..row(
-                "restore: slot empty: eject done",
-                reimage(),
-                restoring(
-                    RestoreStatus {
-                        eject_media: true,
-                        clear_boot: true,
-                        ..RestoreStatus::default()
-                    },
-                    4,
-                ),
-                |s| {
-                    assert!(!s.status.restore.as_ref().unwrap().eject_media);
-                    assert!(s.act.is_none());
-                },
-            )
-        },
-        row(
-            "restore: the boot override put back as it was",
-            reimage(),
-            restoring(
-                RestoreStatus {
-                    clear_boot: true,
-                    boot_saved: true,
-                    boot_before: Some(SavedBoot {
-                        device: "Hdd".into(),
-                        ..SavedBoot::default()
-                    }),
-                    ..RestoreStatus::default()
-                },
-                4,
-            ),
-            |s| {
-                assert_eq!(
-                    s.act,
-                    Some(Act::RestoreBoot(Some(SavedBoot {
-                        device: "Hdd".into(),
-                        ..SavedBoot::default()
-                    })))
-                );
-                assert!(!s.status.restore.as_ref().unwrap().clear_boot);
-            },
-        ),
-        row(
-            "restore: no override before the job: cleared",
-            reimage(),
-            restoring(
-                RestoreStatus {
-                    clear_boot: true,
-                    boot_saved: true,
-                    ..RestoreStatus::default()
-                },
-                4,
-            ),
-            |s| assert_eq!(s.act, Some(Act::RestoreBoot(None))),
-        ),
-        Row {
-            seen: Some(Seen::Power(PowerState::Off)),
-            ..row(
-                "restore: spec.online true and the host off: power on, once",
-                reimage(),
-                restoring(RestoreStatus::default(), 4),
-                |s| {
-                    assert_eq!(s.act, Some(Act::Power(PowerAction::On)));
-                    assert!(s.status.restore.as_ref().unwrap().power_issued);
-                },
-            )
-        },
-        Row {
-            seen: Some(Seen::Power(PowerState::Off)),
-            ..row(
-                "restore: power sent but not yet seen: not sent again",
-                reimage(),
-                restoring(
-                    RestoreStatus {
-                        power_issued: true,
-                        ..RestoreStatus::default()
-                    },
-                    4,
-                ),
-                |s| assert_eq!((s.act.clone(), s.requeue), (None, Some(POLL))),
-            )
-        },
-        Row {
-            seen: Some(Seen::Power(PowerState::On)),
-            ..row(
-                "restore: desired power observed: completed",
-                reimage(),
-                restoring(
-                    RestoreStatus {
-                        power_issued: true,
-                        ..RestoreStatus::default()
-                    },
-                    4,
-                ),
-                |s| {
-                    assert_eq!(s.status.phase, JobPhase::Completed);
-                    assert_eq!(s.status.restore.as_ref().unwrap().state, Succeeded);
-                    assert_eq!(
-                        cond(s, "Completed").1,
-                        "all tasks succeeded; desired state restored"
-                    );
-                    assert!(s.events.iter().any(|e| e.reason == "JobCompleted"));
-                },
-            )
-        },
-        Row {
-            seen: Some(Seen::Power(PowerState::Off)),
-            host: HostView::Ready { online: false },
-            ..row(
-                "restore after a failed task: the job fails, restore recorded",
-                reimage(),
-                {
-                    let mut st = restoring(RestoreStatus::default(), 4);
-                    st.tasks[1].state = Failed;
-                    st.tasks[1].message = "boom".into();
-                    st
-                },
-                |s| {
-                    assert_eq!(s.status.phase, JobPhase::Failed);
-                    assert_eq!(
-                        cond(s, "Failed").1,
-                        "task 2 failed: boom; desired state restored"
-                    );
-                },
-            )
-        },
     ];
-    for r in &rows {
+    check_rows(&rows);
+}
+
+fn check_rows(rows: &[Row]) {
+    for r in rows {
         let out = run(r);
         (r.check)(&out);
         // Exactly one of the four conditions is True once any is set.
