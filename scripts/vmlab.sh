@@ -399,14 +399,46 @@ watch_owner() {
   local owner=${FERROMETAL_PEER_OWNER:-}
   [ -n "$owner" ] || return 0
   setsid bash -c '
-    owner=$0 state=$1 id=$2 self=$3
+    owner=$0 state=$1 id=$2 self=$3 sushy=$4
     while kill -0 "$owner" 2>/dev/null; do
-      grep -qxF "LAB_ID=$id" "$state/lab.env" 2>/dev/null || exit 0
+      grep -qxF "LAB_ID=$id" "$state/lab.env" 2>/dev/null || break
       sleep 0.5
     done
-    grep -qxF "LAB_ID=$id" "$state/lab.env" 2>/dev/null || exit 0
-    exec bash "$self" down --state "$state"' "$owner" "$STATE" "$LAB_ID" "$SELF" \
+    if grep -qxF "LAB_ID=$id" "$state/lab.env" 2>/dev/null; then
+      exec bash "$self" down --state "$state"
+    fi
+    # down ran (then nothing is left), or the state went away without it: whatever of this
+    # lab is still there goes.
+    if tr "\0" " " <"/proc/$sushy/cmdline" 2>/dev/null | grep -q "sushy-emulator --config $state/"; then
+      kill "$sushy"
+    fi
+    exec bash "$self" purge "$id"' "$owner" "$STATE" "$LAB_ID" "$SELF" "$(cat "$STATE/sushy/pid")" \
     </dev/null >>"$STATE/watch.log" 2>&1 8>&- 9>&- &
+}
+
+# purge ID: destroys and undefines the domains whose metadata carries lab id ID, with their
+# volumes: the owner-watch's fallback when a lab's state went away without `down`.
+cmd_purge() {
+  local id=${1:?usage: vmlab.sh purge LAB_ID} d uuid vol vols doms=""
+  command -v virsh >/dev/null && pgrep -x libvirtd >/dev/null || return 0
+  for d in $(vsh list --all --name | grep '^fmlab-'); do
+    vsh metadata "$d" "$META_NS" 2>/dev/null | grep -q "id=[\"']${id}[\"']" && doms+=" $d"
+  done
+  [ -n "$doms" ] || return 0
+  say "purging$doms (lab $id: its state went away without down)"
+  for d in $doms; do vsh destroy "$d" >/dev/null 2>&1 & done
+  wait
+  vols=$(vsh vol-list "$POOL" | awk '{print $1}')
+  for d in $doms; do
+    uuid=$(vsh domuuid "$d")
+    vsh undefine --nvram "$d" >/dev/null 2>&1 || vsh undefine "$d" >/dev/null 2>&1 || true
+    for vol in $vols; do
+      case "$vol" in
+        "$d"-disk*|*"-$uuid.img") vsh vol-delete --pool "$POOL" "$vol" >/dev/null 2>&1 || true ;;
+      esac
+    done
+    rm -f "/var/log/libvirt/qemu/$d.log"*
+  done
 }
 
 cmd_up() {
@@ -696,6 +728,7 @@ case "$cmd" in
   setup) ensure_host ;;
   up) cmd_up "$@" ;;
   wait) cmd_wait "$@" ;;
+  purge) cmd_purge "$@" ;;
   down) cmd_down "$@" ;;
   status) cmd_status "$@" ;;
   write-disk) cmd_write_disk "$@" ;;
