@@ -35,8 +35,8 @@ pub struct Args {
     /// IPMI cipher suite.
     #[arg(long, default_value_t = 3)]
     cipher_suite: u8,
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    /// Output format; accepted before or after the subcommand (`inventory -o json`).
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Text)]
     output: Output,
     #[command(subcommand)]
     command: BmcCommand,
@@ -80,10 +80,10 @@ enum BmcCommand {
 #[derive(Subcommand)]
 enum MediaCommand {
     /// Mount an image URL as the virtual CD.
-    Insert {
-        url: String,
-    },
+    Insert { url: String },
+    /// Eject the virtual CD (a no-op when none is mounted).
     Eject,
+    /// Show what the virtual CD holds and whether it is mounted.
     Status,
 }
 

@@ -1,9 +1,10 @@
 //! `ferrometal job run`: one BMCJob from the command line, followed to its end.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use ferrometal_api::BareMetalHost;
 use ferrometal_api::job::{BMCJob, JobPhase, TaskState};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -34,10 +35,14 @@ pub struct RunArgs {
     /// Delete the job this many seconds after it finished.
     #[arg(long)]
     ttl: Option<i64>,
-    /// Follow the job with a line per task; exit 1 if it fails.
+    /// Follow the job with a line per phase and task; exit 1 if it fails.
     #[arg(long)]
     wait: bool,
-    /// `power=on|off|soft|status|cycle|reset`, `boot=pxe|disk|cdrom|bios[,efi]`,
+    /// With `--wait`: give up waiting after this long (`90s`, `10m`, `1h`) and exit 1; the job
+    /// itself stays and runs when it can (`kubectl delete bmcjob NAME` cancels it).
+    #[arg(long, default_value = "10m", value_parser = crate::duration::parse_duration)]
+    timeout: Duration,
+    /// `power=on|off|soft|status|cycle|reset`, `boot=pxe|disk|cdrom|bios|safe[,efi]`,
     /// `media=URL` or `media=eject`.
     #[arg(required = true, value_name = "TASK")]
     tasks: Vec<String>,
@@ -88,6 +93,21 @@ pub async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let client =
         crate::kube_client::client(args.kubeconfig.as_deref(), args.context.clone()).await?;
+    let hosts: Api<BareMetalHost> = Api::namespaced(client.clone(), &args.namespace);
+    // A job for a host that does not exist would only fail once the controller gives up on
+    // it; say so now. Someone who may not read hosts (403) still gets the job.
+    match hosts.get_opt(&args.host).await {
+        Ok(Some(_)) => {}
+        Ok(None) => bail!(
+            "--host {}: no BareMetalHost {} in namespace {} (kubectl get bmh -n {} lists them)",
+            args.host,
+            args.host,
+            args.namespace,
+            args.namespace
+        ),
+        Err(kube::Error::Api(e)) if e.code == 403 => {}
+        Err(e) => return Err(e).context("reading the host"),
+    }
     let jobs: Api<BMCJob> = Api::namespaced(client, &args.namespace);
     let mut metadata = json!({});
     match &args.name {
@@ -112,22 +132,48 @@ pub async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
     if !args.wait {
         return Ok(std::process::ExitCode::SUCCESS);
     }
+    follow(&jobs, &hosts, &name, &created, args.timeout).await
+}
+
+/// Prints a line per phase, task and waiting reason until the job ends or `timeout` passes.
+async fn follow(
+    jobs: &Api<BMCJob>,
+    hosts: &Api<BareMetalHost>,
+    name: &str,
+    created: &BMCJob,
+    timeout: Duration,
+) -> anyhow::Result<std::process::ExitCode> {
+    let started = Instant::now();
     let describe: Vec<String> = created.spec.tasks.iter().map(|t| t.describe()).collect();
     let total = describe.len();
     let mut shown = vec![TaskState::Pending; total];
-    let mut waiting_said = String::new();
+    let mut said = String::new();
+    let mut host_said = String::new();
+    let mut phase_said = None;
     loop {
-        let job = jobs.get(&name).await.context("reading the BMCJob")?;
+        let job = jobs.get(name).await.context("reading the BMCJob")?;
         let st = job.status.unwrap_or_default();
+        if phase_said != Some(st.phase) {
+            println!("bmcjob/{name} {:?}", st.phase);
+            phase_said = Some(st.phase);
+        }
         if st.phase == JobPhase::Waiting
             && let Some(c) = st
                 .conditions
                 .iter()
                 .find(|c| c.type_ == "Waiting" && c.status == "True")
-            && c.message != waiting_said
+            && c.message != said
         {
             println!("waiting: {}", c.message);
-            waiting_said = c.message.clone();
+            said = c.message.clone();
+        }
+        if st.phase == JobPhase::Waiting {
+            // A host in error may stay so: show why, rather than waiting in silence.
+            let note = host_error(hosts, &created.spec.host_ref.name).await;
+            if note != host_said && !note.is_empty() {
+                println!("waiting: {note}");
+            }
+            host_said = note;
         }
         for (i, t) in st.tasks.iter().enumerate().take(total) {
             if t.state != shown[i] && t.state != TaskState::Pending {
@@ -154,8 +200,32 @@ pub async fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
                 std::process::ExitCode::FAILURE
             });
         }
+        if started.elapsed() >= timeout {
+            bail!(
+                "--timeout {}s passed with bmcjob/{name} still {:?}; the job stays and runs when \
+                 it can (kubectl delete bmcjob {name} -n {} cancels it)",
+                timeout.as_secs(),
+                st.phase,
+                job.metadata.namespace.unwrap_or_default()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// The host's error, if it has one: `host NAME has a registration error: MESSAGE`.
+async fn host_error(hosts: &Api<BareMetalHost>, name: &str) -> String {
+    let Ok(Some(host)) = hosts.get_opt(name).await else {
+        return String::new();
+    };
+    let status = host.status.unwrap_or_default();
+    let Some(kind) = status.error_type.map(|t| t.as_str()) else {
+        return String::new();
+    };
+    format!(
+        "host {name} has a {kind}: {}",
+        status.error_message.chars().take(300).collect::<String>()
+    )
 }
 
 #[cfg(test)]

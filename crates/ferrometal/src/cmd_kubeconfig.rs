@@ -19,29 +19,8 @@ pub struct Args {
     #[arg(long, default_value = "default")]
     namespace: String,
     /// How long the certificate is valid: seconds, or a number with s, m, h or d (`720h`).
-    #[arg(long, default_value = "720h", value_parser = parse_duration)]
+    #[arg(long, default_value = "720h", value_parser = crate::duration::parse_duration)]
     expires: std::time::Duration,
-}
-
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 720h, 30d or 3600"))?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
-        _ => return Err(format!("{s:?}: the unit must be s, m, h or d")),
-    };
-    if secs == 0 || secs > 10 * 365 * 86_400 {
-        return Err(format!("{s:?}: must be between 1s and 10 years"));
-    }
-    Ok(std::time::Duration::from_secs(secs))
 }
 
 pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
@@ -54,19 +33,4 @@ pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     )?;
     std::io::stdout().write_all(doc.as_bytes())?;
     Ok(std::process::ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("720h").unwrap().as_secs(), 720 * 3600);
-        assert_eq!(parse_duration("30d").unwrap().as_secs(), 30 * 86_400);
-        assert_eq!(parse_duration("90").unwrap().as_secs(), 90);
-        assert!(parse_duration("0").is_err());
-        assert!(parse_duration("5y").is_err());
-        assert!(parse_duration("h").is_err());
-    }
 }

@@ -11,6 +11,7 @@ mod cmd_move;
 mod cmd_serve;
 mod cmd_store;
 mod controllers;
+mod duration;
 mod kube_client;
 mod signals;
 

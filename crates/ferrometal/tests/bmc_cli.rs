@@ -96,6 +96,9 @@ async fn bmc_cli_against_the_emulator() {
     let inv = json(&cli.ok(&address, &["-o", "json", "inventory"]));
     assert!(!inv["inventory"]["cpus"].as_array().unwrap().is_empty());
     assert!(!inv["inventory"]["disks"].as_array().unwrap().is_empty());
+    // As the README writes it: the output flag after the subcommand.
+    let after = json(&cli.ok(&address, &["inventory", "-o", "json"]));
+    assert_eq!(after["inventory"]["cpus"], inv["inventory"]["cpus"]);
     cli.ok(&address, &["power", "cycle"]);
     assert!(
         emu.state(1)
@@ -135,6 +138,38 @@ fn bmc_cli_against_ipmi_sim() {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("does not support virtual media over IPMI")
     );
+}
+
+/// Every subcommand the help lists says what it does (media eject and status did not), and the
+/// job CLI's help lists every boot device its parser accepts.
+#[test]
+fn help_describes_every_subcommand() {
+    let help = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let media = help(&["bmc", "media", "--help"]);
+    for verb in ["insert", "eject", "status"] {
+        let line = media
+            .lines()
+            .find(|l| l.trim_start().starts_with(verb))
+            .unwrap_or_else(|| panic!("{verb} missing: {media}"));
+        assert!(
+            line.trim() != verb,
+            "no help text for media {verb}: {media}"
+        );
+    }
+    let job = help(&["job", "run", "--help"]);
+    assert!(job.contains("boot=pxe|disk|cdrom|bios|safe[,efi]"), "{job}");
+    let refused = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
+        .args(["job", "run", "--host", "h", "boot=usb"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("pxe, disk, cdrom, bios, safe"), "{err}");
 }
 
 #[test]
