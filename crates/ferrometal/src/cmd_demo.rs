@@ -204,18 +204,10 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         requests.total() as f64 / args.hosts.max(1) as f64
     ));
     let kc = kubeconfig.display();
-    println!();
-    println!("Explore with kubectl:");
-    println!("  kubectl --kubeconfig {kc} get bmh");
-    println!("  kubectl --kubeconfig {kc} describe bmh {}", host_name(0));
-    println!(
-        "  kubectl --kubeconfig {kc} get hardwaredata {} -o yaml",
-        host_name(0)
-    );
-    println!(
-        "  kubectl --kubeconfig {kc} annotate bmh {} ferrometal.io/operation=PowerCycle",
-        host_name(0)
-    );
+    // With --exit (or a failure) the server stops next: nothing left to explore.
+    if outcome.is_ok() && !args.exit {
+        explore(&kc.to_string());
+    }
     let _ = std::io::stdout().flush();
 
     if outcome.is_ok() && !args.exit {
@@ -361,4 +353,20 @@ async fn serve_files(listener: tokio::net::TcpListener) {
     let iso: &'static [u8] = &[0u8; 2048];
     let app = axum::Router::new().route("/images/demo-live.iso", get(move || async move { iso }));
     let _ = axum::serve(listener, app).await;
+}
+
+/// What to try with kubectl while the demo keeps running.
+fn explore(kc: &str) {
+    println!();
+    println!("Explore with kubectl:");
+    println!("  kubectl --kubeconfig {kc} get bmh");
+    println!("  kubectl --kubeconfig {kc} describe bmh {}", host_name(0));
+    println!(
+        "  kubectl --kubeconfig {kc} get hardwaredata {} -o yaml",
+        host_name(0)
+    );
+    println!(
+        "  kubectl --kubeconfig {kc} annotate bmh {} ferrometal.io/operation=PowerCycle",
+        host_name(0)
+    );
 }

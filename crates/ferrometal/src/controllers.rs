@@ -254,6 +254,8 @@ pub async fn serve_endpoints(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("metrics listener on {addr}"))?;
+    // The bound address, not the one asked for: port 0 picks a free one.
+    let addr = listener.local_addr().unwrap_or(addr);
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
     let app = axum::Router::new()
         .route(
