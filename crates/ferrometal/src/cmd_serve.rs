@@ -189,6 +189,29 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
+/// metal3's host rules, and the BMC address parsed as the controller will parse it: a misspelled
+/// scheme is refused when written, with the message its status would otherwise show later.
+/// Only a new or changed address is checked, so a stored host never blocks other writes.
+fn check_host(new: &Value, old: Option<&Value>) -> Vec<ferrometal_api::admission::Problem> {
+    let mut out = ferrometal_api::admission::check_host(new, old);
+    let at = |v: &Value| {
+        v.pointer("/spec/bmc/address")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let address = at(new).unwrap_or_default();
+    if !address.is_empty()
+        && old.and_then(at).as_deref() != Some(address.as_str())
+        && let Err(e) = ferrometal_bmc::BmcAddress::parse(&address)
+    {
+        out.push(ferrometal_api::admission::Problem {
+            field: "spec.bmc.address".into(),
+            message: e.to_string(),
+        });
+    }
+    out
+}
+
 /// Admission rules a CRD schema cannot hold (annotation JSON, namespaces), run by the embedded
 /// API server on every create and update, as kube-apiserver calls a validating webhook:
 /// metal3's for BareMetalHosts, and the namespace boundaries of Rufio objects and claims.
@@ -196,7 +219,7 @@ fn webhooks() -> Vec<ferrometal_apiserver::Validator> {
     use ferrometal_api::admission as a;
     type Check = fn(&Value, Option<&Value>) -> Vec<a::Problem>;
     let rules: [(&str, &str, Check); 5] = [
-        ("metal3.io", "baremetalhosts", a::check_host),
+        ("metal3.io", "baremetalhosts", check_host),
         ("metal3.io", "hostclaims", a::check_claim),
         ("bmc.tinkerbell.org", "machines", a::check_rufio_connection),
         ("bmc.tinkerbell.org", "jobs", a::check_rufio_job),

@@ -566,6 +566,15 @@ fn metal3_validation_rules_refuse_with_metal3_messages() {
             ),
             "userData: cross-namespace Secret references are not allowed",
         ),
+        (
+            // A misspelled scheme: refused when written, with the message the host's status
+            // gave once the controller met it.
+            with(
+                "misspelled",
+                json!({"bmc": {"address": "redfsh+http://192.0.2.1/redfish/v1/Systems/1", "credentialsName": "bmc"}}),
+            ),
+            "BMC address \"redfsh+http://192.0.2.1/redfish/v1/Systems/1\" has unknown scheme \"redfsh+http\"; supported: ",
+        ),
     ];
     for (host, message) in &cases {
         let o = apply(&s, &["create", "-f", "-"], host);
