@@ -2,7 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use ferrometal_api::BareMetalHost;
+use anyhow::Context as _;
+use ferrometal_api::{BareMetalHost, BareMetalHostStatus, CredentialsStatus};
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
 
@@ -56,4 +58,64 @@ pub(super) fn secret_refs(host: &BareMetalHost) -> Vec<Key> {
         out.insert((ns, name.clone()));
     }
     out.into_iter().collect()
+}
+
+/// The status the copy carries to the target. The controller tells changed credentials by the
+/// Secret's resourceVersion, which differs at the target although the move copied the Secret
+/// unchanged: a version naming the source's current Secret is replaced by the target's, so the
+/// target reports no `CredentialsChanged`. One naming an older version (a change the source had
+/// not yet verified) is kept, and the target verifies it.
+pub(super) async fn carried_status(
+    host: &BareMetalHost,
+    from: &Cluster,
+    to: &Cluster,
+) -> anyhow::Result<Option<BareMetalHostStatus>> {
+    let Some(mut status) = host.status.clone() else {
+        return Ok(None);
+    };
+    let Some(name) = host
+        .spec
+        .bmc
+        .as_ref()
+        .map(|b| b.credentials_name.clone())
+        .filter(|n| !n.is_empty())
+    else {
+        return Ok(Some(status));
+    };
+    let ns = host.namespace().unwrap_or_default();
+    let version = |c: &Cluster| {
+        let api: Api<Secret> = Api::namespaced(c.client.clone(), &ns);
+        let name = name.clone();
+        async move {
+            api.get_opt(&name)
+                .await
+                .map(|s| s.and_then(|s| s.metadata.resource_version))
+        }
+    };
+    let source = version(from)
+        .await
+        .context("reading the credentials at the source")?;
+    let target = version(to)
+        .await
+        .context("reading the credentials at the target")?;
+    let (Some(source), Some(target)) = (source, target) else {
+        return Ok(Some(status));
+    };
+    for c in [&mut status.good_credentials, &mut status.tried_credentials]
+        .into_iter()
+        .flatten()
+    {
+        rebase(c, &name, &source, &target);
+    }
+    Ok(Some(status))
+}
+
+fn rebase(c: &mut CredentialsStatus, name: &str, source: &str, target: &str) {
+    let names_it = c
+        .credentials
+        .as_ref()
+        .is_some_and(|r| r.name.as_deref() == Some(name));
+    if names_it && c.credentials_version.as_deref() == Some(source) {
+        c.credentials_version = Some(target.to_string());
+    }
 }

@@ -16,7 +16,8 @@ use serde_json::json;
 
 use super::args::Args;
 use super::common::{self, Cluster, CrashHook, MOVE_PAUSE, or_dash, progress};
-use super::host_parts::{bmc_address, hosts_api, secret_refs, state};
+use super::host_parts::{bmc_address, carried_status, hosts_api, secret_refs, state};
+use super::hosts_guard;
 use super::objects::{Key, copy_secret, delete_without_finalizers, show};
 
 const PHASES: [&str; 4] = ["pause", "copy", "unpause", "remove"];
@@ -69,10 +70,16 @@ pub(crate) async fn run(args: &Args, from: &Cluster, to: &Cluster) -> anyhow::Re
         }
         return Ok(ExitCode::SUCCESS);
     }
-    preflight(to).await?;
+    hosts_guard::preflight(to).await?;
+    let host_namespaces: BTreeSet<String> = hosts
+        .iter()
+        .map(|h| h.namespace().unwrap_or_default())
+        .collect();
+    let policies = hosts_guard::policies(from, &host_namespaces).await?;
     if args.dry_run {
-        return super::hosts_dry_run::dry_run(&hosts, from, to).await;
+        return super::hosts_dry_run::dry_run(&hosts, &policies, from, to).await;
     }
+    hosts_guard::refuse_claimed(&hosts)?;
     let started = Instant::now();
     let mut items: Vec<Item> = hosts
         .iter()
@@ -97,6 +104,7 @@ pub(crate) async fn run(args: &Args, from: &Cluster, to: &Cluster) -> anyhow::Re
     for ns in namespaces {
         common::ensure_namespace(to, ns).await?;
     }
+    hosts_guard::copy_policies(&policies, to).await?;
 
     pause(&mut items, from, &crash).await;
     wait_quiet(&mut items, from).await;
@@ -119,30 +127,6 @@ async fn discover(args: &Args, from: &Cluster) -> anyhow::Result<Vec<BareMetalHo
         .items;
     hosts.sort_by_key(|h| (h.namespace(), h.name_any()));
     Ok(hosts)
-}
-
-/// The target must serve BareMetalHosts and HardwareData (metal3's CRDs or ferrometal serve).
-async fn preflight(to: &Cluster) -> anyhow::Result<()> {
-    let one = ListParams::default().limit(1);
-    Api::<BareMetalHost>::all(to.client.clone())
-        .list(&one)
-        .await
-        .with_context(|| {
-            format!(
-                "--to: {} serves no BareMetalHosts (metal3.io/v1alpha1); install the CRDs first (ferrometal crds | kubectl apply -f -)",
-                to.url
-            )
-        })?;
-    Api::<HardwareData>::all(to.client.clone())
-        .list(&one)
-        .await
-        .with_context(|| {
-            format!(
-                "--to: {} serves no HardwareData (metal3.io/v1alpha1)",
-                to.url
-            )
-        })?;
-    Ok(())
 }
 
 // ---- phase 1: pause ----
@@ -257,7 +241,8 @@ async fn copy_one(item: &mut Item, from: &Cluster, to: &Cluster) -> anyhow::Resu
         let what = copy_secret(&key, from, to).await?;
         notes.push(format!("secret {} {what}", key.1));
     }
-    let (target, taken_over) = copy_host(&host, &item.pause, to).await?;
+    let status = carried_status(&host, from, to).await?;
+    let (target, taken_over) = copy_host(&host, status.as_ref(), &item.pause, to).await?;
     notes.push(if taken_over {
         "host already at the target".to_string()
     } else {
@@ -272,10 +257,14 @@ async fn copy_one(item: &mut Item, from: &Cluster, to: &Cluster) -> anyhow::Resu
 
 /// The host as it is created at the target: metadata and spec, paused, with the source's status
 /// in the status annotation; no status, finalizers or owners.
-fn host_copy(host: &BareMetalHost, pause: &str) -> anyhow::Result<BareMetalHost> {
+fn host_copy(
+    host: &BareMetalHost,
+    status: Option<&BareMetalHostStatus>,
+    pause: &str,
+) -> anyhow::Result<BareMetalHost> {
     let mut annotations = host.annotations().clone();
     annotations.insert(ann::PAUSED.into(), pause.into());
-    if let Some(status) = &host.status
+    if let Some(status) = status
         && !status_is_empty(Some(status))
     {
         annotations.insert(
@@ -294,13 +283,14 @@ fn host_copy(host: &BareMetalHost, pause: &str) -> anyhow::Result<BareMetalHost>
 /// host and whether it had been taken over already (unpaused, or with a status).
 async fn copy_host(
     host: &BareMetalHost,
+    status: Option<&BareMetalHostStatus>,
     pause: &str,
     to: &Cluster,
 ) -> anyhow::Result<(BareMetalHost, bool)> {
     let ns = host.namespace().unwrap_or_default();
     let name = host.name_any();
     let api = hosts_api(to, &ns);
-    let mut want = host_copy(host, pause)?;
+    let mut want = host_copy(host, status, pause)?;
     let Some(existing) = api
         .get_opt(&name)
         .await

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use ferrometal_api::annotations as ann;
+use ferrometal_api::claim::HostDeployPolicy;
 use ferrometal_api::{BareMetalHost, HardwareData};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -14,16 +15,19 @@ use kube::api::Api;
 use super::common::or_dash;
 use super::common::{self, Cluster};
 use super::host_parts::{bmc_address, hosts_api, secret_refs, state};
+use super::hosts_guard::{CLAIMED_HINT, claim_holder};
 use super::objects::show;
 
 pub(super) async fn dry_run(
     hosts: &[BareMetalHost],
+    policies: &[HostDeployPolicy],
     from: &Cluster,
     to: &Cluster,
 ) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     let mut secrets = BTreeSet::new();
     let mut hardware = 0;
+    let mut claimed = 0;
     for h in hosts {
         let key = (h.namespace().unwrap_or_default(), h.name_any());
         let hd = Api::<HardwareData>::namespaced(from.client.clone(), &key.0)
@@ -43,6 +47,10 @@ pub(super) async fn dry_run(
             None => "-",
         };
         let mut note = Vec::new();
+        if let Some(c) = claim_holder(h) {
+            claimed += 1;
+            note.push(format!("held by {c}: the move would refuse it"));
+        }
         if let Some(v) = h.annotations().get(ann::PAUSED) {
             note.push(format!("paused ({v})"));
         }
@@ -98,11 +106,29 @@ pub(super) async fn dry_run(
     if !missing.is_empty() {
         println!("missing at the source: Secret {}", missing.join(", "));
     }
+    for p in policies {
+        println!(
+            "would copy HostDeployPolicy {}/{}",
+            p.namespace().unwrap_or_default(),
+            p.name_any()
+        );
+    }
+    if claimed > 0 {
+        // The move checks this before it changes anything; so does its dry run.
+        println!(
+            "dry run: the move would refuse: {claimed} of {} hosts are held by HostClaims \
+             ({CLAIMED_HINT}); nothing was changed",
+            hosts.len()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     println!(
-        "dry run: {} hosts, {} Secrets, {} HardwareData would move; nothing was changed",
+        "dry run: {} hosts, {} Secrets, {} HardwareData, {} HostDeployPolicies would move; \
+         nothing was changed",
         hosts.len(),
         secrets.len(),
-        hardware
+        hardware,
+        policies.len()
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -31,6 +31,7 @@ mod host_parts;
 mod hosts;
 mod hosts_detach;
 mod hosts_dry_run;
+mod hosts_guard;
 mod objects;
 
 pub use args::Args;
