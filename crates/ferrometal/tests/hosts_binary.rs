@@ -442,6 +442,96 @@ async fn online_changed_while_paused_reaches_the_bmc_at_unpause() {
     );
 }
 
+/// The race a user hits by hand: the host is paused while a power-on it asked for is still on
+/// its way (issued, not yet seen), `online: false` is set, the host unpaused. The power-on
+/// lands after the unpause; the host must still end off, long before the next power poll
+/// (1 h here), and say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_power_on_in_flight_at_pause_is_undone_at_unpause() {
+    let emu = Emulator::start(
+        EmulatorConfig {
+            systems: 1,
+            power_delay: Duration::from_secs(3),
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(
+        dir.path(),
+        free_port(),
+        &[
+            "--power-poll-interval",
+            "3600",
+            "--error-backoff",
+            "1",
+            "--bmc-timeout",
+            "3",
+        ],
+    );
+    let names = vec![(0, "r".to_string())];
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&hosts_yaml(&emu, &names)));
+    wait_all(&s, 1, "available");
+    assert_eq!(emu.state(0).power_state.as_str(), "Off");
+    s.ok(&[
+        "patch",
+        "bmh",
+        "r",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"online":true}}"#,
+    ]);
+    // The power-on is issued: the emulator holds it for 3 s before it lands.
+    let mut issued = false;
+    for _ in 0..300 {
+        if emu.state(0).pending_power_state.is_some() {
+            issued = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(issued, "no power-on issued: {:?}", emu.state(0).actions);
+    s.ok(&["annotate", "bmh", "r", "baremetalhost.metal3.io/paused="]);
+    s.ok(&[
+        "patch",
+        "bmh",
+        "r",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"online":false}}"#,
+    ]);
+    s.ok(&["annotate", "bmh", "r", "baremetalhost.metal3.io/paused-"]);
+    // Whatever the order of events at the BMC, the host ends off and stays off.
+    let mut off_since = None;
+    for _ in 0..600 {
+        let st = emu.state(0);
+        if st.power_state.as_str() == "Off" && st.pending_power_state.is_none() {
+            let since = *off_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() > Duration::from_secs(5) {
+                break;
+            }
+        } else {
+            off_since = None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st = emu.state(0);
+    assert!(
+        st.power_state.as_str() == "Off" && st.pending_power_state.is_none(),
+        "the host is {} (pending {:?}) after unpause with online: false: {:?}\n{}",
+        st.power_state.as_str(),
+        st.pending_power_state,
+        st.actions,
+        std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default()
+    );
+    let powered_on = s.ok(&["get", "bmh", "r", "-o", "jsonpath={.status.poweredOn}"]);
+    assert_eq!(powered_on, "false");
+}
+
 #[test]
 fn demo_exits_with_every_host_where_expected() {
     let dir = tempfile::tempdir().unwrap();

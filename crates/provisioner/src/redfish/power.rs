@@ -71,6 +71,25 @@ impl RedfishProvisioner {
         now: PowerState,
     ) -> Result<Step> {
         let target = action.target_state();
+        if let Some(f) = st.in_flight.filter(|f| f.target() != target)
+            && f.issued.elapsed() < self.options.action_timeout
+        {
+            // An opposite action has not landed yet (`observe_power` settles landed ones): the
+            // BMC may still carry it out, so the power read now says nothing about the end
+            // state. Issue this one too; BMCs apply them in order. A machine not yet up is
+            // switched off hard: a soft request to a machine reading Off may be refused.
+            let action = if action == PowerAction::GracefulShutdown && now != PowerState::On {
+                PowerAction::ForceOff
+            } else {
+                action
+            };
+            self.issue(st, bmc, action).await?;
+            return self.waiting_power(format!(
+                "{} issued over {} still in flight; BMC reports {now}",
+                action.as_str(),
+                f.action.as_str()
+            ));
+        }
         if now == target {
             return Ok(Step::Done(()));
         }

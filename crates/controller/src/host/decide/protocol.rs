@@ -24,6 +24,10 @@ pub struct Memo {
     pub adopted: bool,
     /// When the power state was last observed.
     pub power_checked: Option<Timestamp>,
+    /// A power change asked of the provisioner and not yet seen done (`true`: on). Pausing the
+    /// host or changing `online` meanwhile does not undo it at the BMC, so a different wish
+    /// must be acted on even when the status already reads as wished.
+    pub power_in_flight: Option<bool>,
 }
 
 /// The one provisioner call a reconcile makes.

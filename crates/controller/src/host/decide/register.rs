@@ -190,6 +190,7 @@ impl Engine<'_, '_> {
             credentials_version: version.to_string(),
             adopted: false,
             power_checked: Some(now),
+            power_in_flight: None,
         });
     }
 

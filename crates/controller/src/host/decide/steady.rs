@@ -88,7 +88,8 @@ impl Engine<'_, '_> {
         } else if let Some(value) = self.annotation(ann::OPERATION) {
             self.operation(value)?;
         }
-        if want_on != is_on {
+        let in_flight = self.memo.as_ref().and_then(|m| m.power_in_flight);
+        if want_on != is_on || in_flight.is_some_and(|target| target != want_on) {
             let call = if want_on {
                 Call::PowerOn
             } else if self.st.error_count > 0 {
@@ -100,7 +101,10 @@ impl Engine<'_, '_> {
                 Outcome::Done => {
                     self.clear_error();
                     self.st.powered_on = want_on;
-                    self.memo_mut().power_checked = Some(self.input.now);
+                    let now = self.input.now;
+                    let m = self.memo_mut();
+                    m.power_checked = Some(now);
+                    m.power_in_flight = None;
                     if want_on {
                         self.event("PowerOn", "host powered on");
                     } else {
@@ -108,7 +112,10 @@ impl Engine<'_, '_> {
                     }
                     self.requeue(self.poll_interval())
                 }
-                Outcome::Waiting { requeue_after, .. } => self.waiting(requeue_after),
+                Outcome::Waiting { requeue_after, .. } => {
+                    self.memo_mut().power_in_flight = Some(want_on);
+                    self.waiting(requeue_after)
+                }
                 Outcome::Failed(e) => self.fail_with(ErrorType::PowerManagement, &e),
                 _ => self.unexpected(),
             };
@@ -134,7 +141,12 @@ impl Engine<'_, '_> {
                     self.clear_error();
                 }
                 self.observe_power(p);
-                self.memo_mut().power_checked = Some(self.input.now);
+                let (powered_on, now) = (self.st.powered_on, self.input.now);
+                let m = self.memo_mut();
+                m.power_checked = Some(now);
+                if m.power_in_flight == Some(powered_on) {
+                    m.power_in_flight = None;
+                }
                 if self.st.powered_on != want_on && p != PowerState::Unknown {
                     // Enforce `online` on the next pass.
                     self.requeue(NOW)

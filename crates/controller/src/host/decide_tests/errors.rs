@@ -155,6 +155,7 @@ fn errors_and_credentials() {
                     credentials_version: "1".into(),
                     adopted: false,
                     power_checked: Some(now()),
+                    power_in_flight: None,
                 })
             }),
             Some(Call::Adopt),

@@ -110,6 +110,7 @@ fn fx(state: S) -> Fx {
             credentials_version: "1".into(),
             adopted: true,
             power_checked: Some(now()),
+            power_in_flight: None,
         }),
         timing: timing(),
     }

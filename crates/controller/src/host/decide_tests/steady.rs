@@ -61,6 +61,43 @@ fn steady_state_power() {
             |d| assert!(!st(d).powered_on),
         ),
         case(
+            "power on issued, not yet seen → remembered as in flight",
+            with(fx(S::Available), |f| f.status_mut().powered_on = false),
+            Some(Call::PowerOn),
+            Some(Outcome::Waiting {
+                requeue_after: Duration::from_secs(5),
+                reason: "On issued".into(),
+            }),
+            |d| {
+                assert!(matches!(&d.memo, MemoChange::Set(m) if m.power_in_flight == Some(true)));
+            },
+        ),
+        case(
+            "online set false while a power on was in flight (paused meanwhile) → power off \
+             now, although the status still reads off",
+            with(fx(S::Available), |f| {
+                f.spec.online = false;
+                f.status_mut().powered_on = false;
+                f.memo.as_mut().unwrap().power_in_flight = Some(true);
+            }),
+            Some(Call::PowerOff(PowerOffMode::Soft)),
+            Some(Outcome::Done),
+            |d| {
+                assert!(has_event(d, "PowerOff"));
+                assert!(matches!(&d.memo, MemoChange::Set(m) if m.power_in_flight.is_none()));
+            },
+        ),
+        case(
+            "a power on in flight that is still wished → no second call before the poll",
+            with(fx(S::Available), |f| {
+                f.status_mut().powered_on = true;
+                f.memo.as_mut().unwrap().power_in_flight = Some(true);
+            }),
+            None,
+            None,
+            |d| assert_eq!(d.status, None),
+        ),
+        case(
             "power call fails → power management error with backoff",
             with(fx(S::Available), |f| f.status_mut().powered_on = false),
             Some(Call::PowerOn),
