@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# The whole test suite: installs the real peers (sushy-tools, ipmi_sim, ipmitool, kubectl and the
-# Python kubernetes client), then runs every Rust test, unit and end-to-end, a fuzz smoke of every
-# target in fuzz/, and finally checks that no process the tests started is still running.
+# The whole test suite: installs the real peers (sushy-tools, ipmi_sim, ipmitool, kubectl, the
+# Python kubernetes client, Ironic, and a lab of QEMU VMs behind sushy-tools' libvirt driver),
+# then runs every Rust test, unit and end-to-end, a fuzz smoke of every target in fuzz/, and
+# finally checks that no process (or VM) the tests started is still running.
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 bash scripts/setup-debian.sh
 bash scripts/setup-python.sh
 bash scripts/setup-ironic.sh
+# The VM lab (QEMU, libvirt, sushy-tools' libvirt driver) and its guest images, built from
+# Debian packages and cached: the lab tests boot real (virtual) machines.
+bash scripts/vmlab.sh setup
+bash scripts/guest-images.sh >/dev/null
 export FERROMETAL_VENV="$VENV"
 # Every process the tests start inherits this mark, however it is started and whoever its
 # parent ends up being; it is how the check below finds leftovers.
