@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// Why an HTTPS request to a BMC that speaks plain HTTP failed, and the fix.
+pub const PLAIN_HTTP_TO_HTTPS: &str = "the BMC answered plain HTTP to HTTPS; use redfish+http://";
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BmcError {
     #[error("BMC {bmc} rejected the credentials")]

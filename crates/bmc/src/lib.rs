@@ -18,7 +18,7 @@ use std::time::Duration;
 
 pub use address::{AddressError, BmcAddress, Flavour, Protocol, Transport};
 pub use connect::connect;
-pub use error::BmcError;
+pub use error::{BmcError, PLAIN_HTTP_TO_HTTPS};
 pub use observe::{RequestCounter, RequestObserver};
 pub use types::*;
 

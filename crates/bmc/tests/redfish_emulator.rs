@@ -279,3 +279,34 @@ async fn each_fault_maps_to_its_typed_error_and_clears() {
         "unreachable"
     );
 }
+
+/// Issue 28 (8): `redfish://` (HTTPS) against a BMC that speaks only HTTP says so and names the
+/// fix, instead of rustls' "received corrupt message of type InvalidContentType".
+#[tokio::test]
+async fn https_to_a_plain_http_bmc_names_the_fix() {
+    let emu = emulator(EmulatorConfig {
+        systems: 1,
+        ..Default::default()
+    })
+    .await;
+    let address = BmcAddress::parse(&emu.system_url(0).replace("http://", "redfish://")).unwrap();
+    for verify in [true, false] {
+        let bmc = connect(
+            &address,
+            Credentials::new("admin", "password"),
+            BmcOptions {
+                disable_certificate_verification: !verify,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let err = bmc.power_state().await.unwrap_err();
+        let text = err.to_string();
+        assert_eq!(err.category(), "unreachable", "{text}");
+        assert!(
+            text.ends_with("the BMC answered plain HTTP to HTTPS; use redfish+http://"),
+            "{text}"
+        );
+        assert!(!text.contains("InvalidContentType"), "{text}");
+    }
+}

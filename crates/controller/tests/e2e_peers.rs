@@ -300,6 +300,38 @@ async fn wrong_password_backs_off_and_recovers_when_the_secret_is_fixed() {
     assert!(status.good_credentials.is_some());
 }
 
+/// Issue 28 (8): `redfish://` (HTTPS) to a BMC that answers only plain HTTP: the host's error
+/// names the cause and the fix, not rustls' "corrupt message of type InvalidContentType".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_to_a_plain_http_bmc_names_the_fix_in_the_host_status() {
+    let emu = emulator(1, 0).await;
+    let (stack, _requests) = redfish_stack().await;
+    stack.secret("bmc", "password").await;
+    let address = emu.system_url(0).replace("http://", "redfish://");
+    stack
+        .host(
+            "node",
+            &address,
+            "bmc",
+            json!({"bmc": {"address": address, "credentialsName": "bmc",
+                           "disableCertificateVerification": true}}),
+        )
+        .await;
+    let host = stack
+        .wait("node", "a registration error", |h| {
+            h.status
+                .as_ref()
+                .is_some_and(|s| s.error_type == Some(ErrorType::Registration))
+        })
+        .await;
+    let message = host.status.unwrap().error_message;
+    assert!(
+        message.contains("the BMC answered plain HTTP to HTTPS; use redfish+http://"),
+        "{message}"
+    );
+    assert!(!message.contains("InvalidContentType"), "{message}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bmc_faults_are_power_management_errors_that_heal() {
     let emu = emulator(1, 0).await;

@@ -291,7 +291,11 @@ impl Transport {
             }
         } else if e.is_connect() {
             let chain = self.scrub(&error_chain(&e));
-            let reason = if chain.contains("certificate") {
+            // rustls reads a plain-HTTP answer to its hello as a TLS record of a type that
+            // does not exist ("received corrupt message of type InvalidContentType").
+            let reason = if chain.contains("InvalidContentType") {
+                crate::error::PLAIN_HTTP_TO_HTTPS.to_string()
+            } else if chain.contains("certificate") {
                 format!(
                     "its TLS certificate is not accepted ({chain}); give a certificate the system trusts or set disableCertificateVerification: true"
                 )

@@ -107,6 +107,15 @@ pub fn target(c: &Connection) -> Result<Target, String> {
     })
 }
 
+/// A BMC error in a Rufio user's words: the fix for a plain-HTTP BMC is in
+/// `connection.host`, not in a BareMetalHost address scheme.
+pub fn rufio_words(message: String) -> String {
+    message.replace(
+        ferrometal_bmc::PLAIN_HTTP_TO_HTTPS,
+        "the BMC answered plain HTTP to HTTPS; write connection.host as http://HOST",
+    )
+}
+
 /// Splits `host` (connection.host without its scheme; `whole` is all of it, for errors) into
 /// the host as it goes into an address, IPv6 bracketed, and the port it carries, if any:
 /// `name`, `name:port`, `[v6]`, `[v6]:port`, or a bare IPv6 address (several colons: no port).

@@ -13,7 +13,7 @@ use kube::runtime::controller::Action as Requeue;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::connection::target;
+use super::connection::{rufio_words, target};
 use super::context::RufioContext;
 use super::task::{TaskStep, next};
 use crate::error::{Error, retry_after};
@@ -93,7 +93,7 @@ pub async fn machine(m: Arc<Machine>, ctx: Arc<RufioContext>) -> Result<Requeue,
             let message = power
                 .as_ref()
                 .err()
-                .map(|e| e.to_string())
+                .map(|e| rufio_words(e.to_string()))
                 .unwrap_or_default();
             status.power = rufio_power(power).into();
             rufio::set(
@@ -260,7 +260,7 @@ pub async fn task(t: Arc<Task>, ctx: Arc<RufioContext>) -> Result<Requeue, Error
         match ctx.gate.run(&b.1, b.0.power_state()).await {
             Ok(p) => step = next(action, true, sent, elapsed, Some(p), ctx.task_timeout),
             Err(_) if elapsed < ctx.task_timeout => step = TaskStep::Wait,
-            Err(e) => step = TaskStep::Fail(e.to_string()),
+            Err(e) => step = TaskStep::Fail(rufio_words(e.to_string())),
         }
     }
     let write = |status: rufio::TaskStatus, rv: Option<String>| {
@@ -353,5 +353,8 @@ async fn send(ctx: &RufioContext, key: &str, bmc: &dyn Bmc, action: &Action) -> 
     } else {
         return Err("the task has no action".into());
     };
-    ctx.gate.run(key, call).await.map_err(|e| e.to_string())
+    ctx.gate
+        .run(key, call)
+        .await
+        .map_err(|e| rufio_words(e.to_string()))
 }
