@@ -292,3 +292,107 @@ async fn rufio_objects_never_reach_into_another_namespace() {
     assert_eq!(sushy.changes().len(), before, "a BMC change was made");
     assert_eq!(sushy.system(peers::SUSHY_SYSTEM_0)["PowerState"], "Off");
 }
+
+/// Issue 28 (10): a Machine's POWER follows a Job that changed it, instead of waiting for the
+/// next poll (10 minutes here; it said `off` for minutes after a Job powered it on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machine_power_follows_a_job_at_once() {
+    let emu = ferrometal_emulator::Emulator::start(
+        ferrometal_emulator::EmulatorConfig {
+            systems: 1,
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let stack = Stack::start_with(
+        Arc::new(FixtureProvisioner::new()),
+        ferrometal_controller::ControllerConfig {
+            power_poll_interval: Duration::from_secs(600),
+            ..stack::fast_config()
+        },
+    )
+    .await;
+    let (machine, job) = machine_and_job(
+        &stack,
+        json!({"host": "http://127.0.0.1", "port": emu.addr().port(),
+               "authSecretRef": {"name": "bmc", "namespace": NS},
+               "providerOptions": {"redfish": {"systemName": "sys-0"}}}),
+        json!([{"powerAction": "on"}]),
+    )
+    .await;
+    assert_eq!(machine.status.unwrap().power, "off");
+    assert!(is_true(&job.status.unwrap().conditions, "Completed"));
+    assert_eq!(emu.state(0).power_state.as_str(), "On");
+    let machines: Api<Machine> = Api::namespaced(stack.client.clone(), NS);
+    let soon = Patience {
+        tries: 150,
+        every: Duration::from_millis(200),
+    };
+    object(&machines, soon, "m0", "POWER on", |m| {
+        m.status.as_ref().is_some_and(|s| s.power == "on")
+    })
+    .await;
+}
+
+/// Issue 28 (8): a Machine reaching an HTTP-only BMC over HTTPS says so, with the fix in
+/// Rufio's words (it said "received corrupt message of type InvalidContentType", which also
+/// hid a wrong password); once fixed, the wrong password is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_speaking_https_to_a_plain_http_bmc_is_told_the_fix() {
+    let emu = ferrometal_emulator::Emulator::start(
+        ferrometal_emulator::EmulatorConfig {
+            systems: 1,
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let stack = rufio_stack().await;
+    stack.secret("bmc", "wrong").await;
+    let machines: Api<Machine> = Api::namespaced(stack.client.clone(), NS);
+    let port = emu.addr().port();
+    create(
+        &machines,
+        json!({"apiVersion": "bmc.tinkerbell.org/v1alpha1", "kind": "Machine",
+               "metadata": {"name": "m1"}, "spec": {"connection": {
+                   "host": "127.0.0.1", "port": port, "insecureTLS": true,
+                   "authSecretRef": {"name": "bmc", "namespace": NS},
+                   "providerOptions": {"redfish": {"systemName": "sys-0"}}}}}),
+    )
+    .await;
+    let contactable = |m: &Machine| {
+        m.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "Contactable")
+                .map(|c| (c.status.clone(), c.message.clone()))
+        })
+    };
+    let m = object(&machines, PATIENCE, "m1", "not contactable", |m| {
+        contactable(m).is_some_and(|(s, _)| s == "False")
+    })
+    .await;
+    let (_, message) = contactable(&m).unwrap();
+    assert!(
+        message.ends_with(
+            "the BMC answered plain HTTP to HTTPS; write connection.host as http://HOST"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("InvalidContentType"), "{message}");
+    machines
+        .patch(
+            "m1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"connection": {"host": "http://127.0.0.1"}}})),
+        )
+        .await
+        .unwrap();
+    object(&machines, PATIENCE, "m1", "the wrong password named", |m| {
+        contactable(m).is_some_and(|(s, m)| s == "False" && m.contains("rejected the credentials"))
+    })
+    .await;
+}

@@ -15,8 +15,10 @@ use std::sync::Arc;
 
 use ferrometal_api::rufio::{Job, Machine, Task};
 use futures::StreamExt;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::{Config, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 /// Runs the Machine, Job and Task controllers until `shutdown` resolves.
@@ -30,6 +32,16 @@ pub async fn run(
     let machines = Controller::new(
         Api::<Machine>::all(client.clone()),
         watcher::Config::default(),
+    )
+    // A Job's progress (a Task done) may have changed the Machine's power: read it now
+    // rather than at the next poll (POWER said `off` for minutes after a Job powered it on).
+    .watches(
+        Api::<Job>::all(client.clone()),
+        watcher::Config::default(),
+        |j: Job| {
+            let ns = j.namespace()?;
+            Some(ObjectRef::new(&j.spec.machine_ref.name).within(&ns))
+        },
     )
     .with_config(config.clone())
     .graceful_shutdown_on(shutdown.clone())
