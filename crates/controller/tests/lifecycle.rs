@@ -186,6 +186,23 @@ async fn wrong_credentials_back_off_then_recover_when_the_secret_is_fixed() {
     let (kind, _, note) = h.wait_event("node-1", "RegistrationError").await;
     assert_eq!(kind, "Warning");
     assert!(!note.contains("wrong"));
+    // Issue 28 (10): the hosts gauge counts it as in error, not as registering.
+    let mut metrics = String::new();
+    for _ in 0..200 {
+        metrics = ferrometal_controller::metrics_text();
+        if metrics.contains("ferrometal_hosts{state=\"registration error\"} 1") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(
+        metrics.contains("ferrometal_hosts{state=\"registration error\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("ferrometal_hosts{state=\"registering\"} 1"),
+        "{metrics}"
+    );
 
     let fixed = h.secret("creds", GOOD_PASSWORD).await;
     let host = h
@@ -196,6 +213,19 @@ async fn wrong_credentials_back_off_then_recover_when_the_secret_is_fixed() {
     let status = host.status.unwrap();
     assert_eq!(status.error_count, 0);
     assert_eq!(status.error_type, None);
+    // The gauge follows the status write: polled, not raced.
+    let mut metrics = String::new();
+    for _ in 0..200 {
+        metrics = ferrometal_controller::metrics_text();
+        if metrics.contains("ferrometal_hosts{state=\"registration error\"} 0") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(
+        metrics.contains("ferrometal_hosts{state=\"registration error\"} 0"),
+        "{metrics}"
+    );
     assert_eq!(
         status.good_credentials.unwrap().credentials_version,
         fixed.metadata.resource_version

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
-use ferrometal_api::{BareMetalHost, ProvisioningState};
+use ferrometal_api::{BareMetalHost, BareMetalHostStatus};
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -24,7 +24,8 @@ pub struct HostContext {
     /// Consecutive Kubernetes API failures per host, for `error_policy`'s backoff.
     api_failures: Mutex<HashMap<String, u32>>,
     /// Latest state per host, to keep the per-state gauge right.
-    states: Mutex<HashMap<String, ProvisioningState>>,
+    /// Each host's label in the hosts gauge (see `state_label`).
+    states: Mutex<HashMap<String, &'static str>>,
     /// The resourceVersion of our own last write per host, to spot a stale cache.
     written: Mutex<HashMap<String, u64>>,
     /// Capacity slots granted whose start the cache may not show yet.
@@ -103,8 +104,8 @@ impl HostContext {
             .is_some_and(|w| rv < *w)
     }
 
-    /// Keeps the hosts-per-state gauge in step; `None` when the host is gone.
-    pub fn set_state(&self, key: &str, state: Option<ProvisioningState>) {
+    /// Keeps the hosts-per-state gauge in step (`state_label`); `None` when the host is gone.
+    pub fn set_state(&self, key: &str, state: Option<&'static str>) {
         let mut states = self.states.lock().unwrap();
         let old = match state {
             Some(s) => states.insert(key.to_string(), s),
@@ -117,9 +118,9 @@ impl HostContext {
         if old == state {
             return;
         }
-        let gauge = |s: ProvisioningState| {
+        let gauge = |s: &str| {
             metrics().hosts.get_or_create(&StateLabels {
-                state: s.as_str().to_string(),
+                state: s.to_string(),
             })
         };
         if let Some(o) = old {
@@ -128,5 +129,17 @@ impl HostContext {
         if let Some(s) = state {
             gauge(s).inc();
         }
+    }
+}
+
+/// A host's label in `ferrometal_hosts`: its error type while it has one (a host that fails to
+/// register is not `registering`), else its provisioning state.
+pub fn state_label(status: Option<&BareMetalHostStatus>) -> &'static str {
+    let Some(s) = status else {
+        return ferrometal_api::ProvisioningState::None.as_str();
+    };
+    match s.error_type {
+        Some(e) => e.as_str(),
+        None => s.provisioning.state.as_str(),
     }
 }

@@ -398,12 +398,8 @@ async fn apply(
     if d.finalizer == Some(FinalizerChange::Remove) {
         ctx.set_state(key, None);
     } else {
-        let state = d
-            .status
-            .as_ref()
-            .map(|s| s.provisioning.state)
-            .unwrap_or_else(|| host.state());
-        ctx.set_state(key, Some(state));
+        let status = d.status.as_ref().or(host.status.as_ref());
+        ctx.set_state(key, Some(super::context::state_label(status)));
     }
     Ok(match d.requeue {
         Some(after) => Action::requeue(after),
