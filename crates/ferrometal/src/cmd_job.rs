@@ -153,10 +153,6 @@ async fn follow(
     loop {
         let job = jobs.get(name).await.context("reading the BMCJob")?;
         let st = job.status.unwrap_or_default();
-        if phase_said != Some(st.phase) {
-            println!("bmcjob/{name} {:?}", st.phase);
-            phase_said = Some(st.phase);
-        }
         if st.phase == JobPhase::Waiting
             && let Some(c) = st
                 .conditions
@@ -185,6 +181,11 @@ async fn follow(
                 println!("task {}/{total} {} {:?}{note}", i + 1, describe[i], t.state);
                 shown[i] = t.state;
             }
+        }
+        // After the tasks: a poll that finds the job restoring shows its tasks first.
+        if phase_said != Some(st.phase) {
+            println!("bmcjob/{name} {:?}", st.phase);
+            phase_said = Some(st.phase);
         }
         if matches!(st.phase, JobPhase::Completed | JobPhase::Failed) {
             let c = st
