@@ -558,3 +558,48 @@ async fn a_local_claim_moved_away_keeps_its_host_through_a_remote_kubeconfig() {
     });
     assert!(json_of(&a, &alice, &["get", "hostclaim", "db"]).is_none());
 }
+
+/// Issue 28 (5): a remote claim whose kubeconfig Secret cannot work (here it runs a program,
+/// which is refused) is deleted at once, without the remote cluster: released here, with a
+/// Warning saying the mirror there, if any, was not deleted. (`kubectl delete` used to time
+/// out with the finalizer in place until the Secret itself was deleted.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_claim_with_an_invalid_kubeconfig_can_be_deleted() {
+    let dir_b = tempfile::tempdir().unwrap();
+    let b = serve(dir_b.path(), free_port(), &SERVE_ARGS);
+    let bob = tenant(&b);
+    let bad = "apiVersion: v1\nkind: Config\nclusters: [{name: a, cluster: {server: \"https://127.0.0.1:1\"}}]\n\
+               users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/true}}}]\n\
+               contexts: [{name: c, context: {cluster: a, user: u, namespace: tenant-b}}]\ncurrent-context: c\n";
+    let claim = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: a-link}}\nstringData:\n  kubeconfig: |\n{}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata:\n  name: web\n  annotations: {{ferrometal.io/remote-kubeconfig: a-link}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: web}}}}\n",
+        bad.lines()
+            .map(|l| format!("    {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    run_as(&b, &bob, &["apply", "-f", "-"], Some(&claim));
+    wait("the claim says its kubeconfig is invalid", &[&b], || {
+        json_of(&b, &bob, &["get", "hostclaim", "web"]).is_some_and(|c| {
+            condition(&c, "Synchronized") == ("False".into(), "RemoteKubeconfigInvalid".into())
+        })
+    });
+    run_as(
+        &b,
+        &bob,
+        &["delete", "hostclaim", "web", "--timeout=60s"],
+        None,
+    );
+    assert!(json_of(&b, &bob, &["get", "hostclaim", "web"]).is_none());
+    let events = json_of(&b, &bob, &["get", "events.events.k8s.io"]).unwrap();
+    let abandoned = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["reason"] == "RemoteClaimAbandoned")
+        .unwrap_or_else(|| panic!("no RemoteClaimAbandoned Event: {events:#}"));
+    assert_eq!(abandoned["type"], "Warning");
+    let note = abandoned["note"].as_str().unwrap();
+    assert!(note.contains("was not deleted"), "{note}");
+}

@@ -127,15 +127,10 @@ pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<RemoteContext>) -> Result
     let secret = claim.annotations()[REMOTE_KUBECONFIG].clone();
     let link = match ctx.links.get(&ctx.client, &ns, &secret, &ns).await {
         Ok(l) => l,
-        Err(e) if deleting && e.missing => {
-            // Nothing left to reach the other cluster with: let the claim go, and say what
-            // may be left there.
-            let note = format!("{e}: the mirror in the remote cluster, if any, was not deleted");
-            ctx.events
-                .publish_about(claim.as_ref(), &[warning("RemoteClaimAbandoned", note)])
-                .await;
-            return finalize(&claim, &ctx).await;
-        }
+        // Deleting never depends on a broken remote: with nothing that can reach the other
+        // cluster (the Secret gone, or a kubeconfig that cannot work until somebody changes
+        // it), the claim is let go here, saying what may be left there.
+        Err(e) if deleting => return abandon(&claim, &ctx, &e.to_string()).await,
         Err(e) => {
             return write_status(
                 &claim,
@@ -148,6 +143,17 @@ pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<RemoteContext>) -> Result
             .await;
         }
     };
+    if deleting && deleting_for(&claim) > ABANDON_AFTER {
+        // Unreachable or refusing for this long: released here, reported.
+        let why = claim
+            .status
+            .as_ref()
+            .and_then(|s| s.condition(c::SYNCHRONIZED))
+            .map(|c| c.message.clone())
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| format!("the remote cluster {} did not release it", link.server));
+        return abandon(&claim, &ctx, &why).await;
+    }
     let step = if deleting {
         tokio::time::timeout(REMOTE_DEADLINE, release(&claim, &ctx, &link)).await
     } else {
@@ -193,6 +199,34 @@ pub async fn reconcile(claim: Arc<HostClaim>, ctx: Arc<RemoteContext>) -> Result
             .await
         }
     }
+}
+
+/// How long a deleted claim waits for a remote cluster that cannot release its mirror
+/// (unreachable, refusing) before it is let go here anyway.
+const ABANDON_AFTER: Duration = Duration::from_secs(300);
+
+fn deleting_for(claim: &HostClaim) -> Duration {
+    claim
+        .meta()
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| {
+            let secs = jiff::Timestamp::now().as_second() - t.0.as_second();
+            Duration::from_secs(secs.max(0) as u64)
+        })
+        .unwrap_or_default()
+}
+
+/// Lets a deleted claim go without the remote cluster, with a Warning naming why and what
+/// may be left there.
+async fn abandon(claim: &HostClaim, ctx: &RemoteContext, why: &str) -> Result<Action, Error> {
+    let note = format!(
+        "{why}: released here without the remote cluster; its mirror there, if any, was not deleted"
+    );
+    ctx.events
+        .publish_about(claim, &[warning("RemoteClaimAbandoned", note)])
+        .await;
+    finalize(claim, ctx).await
 }
 
 fn warning(reason: &str, note: String) -> HostEvent {
