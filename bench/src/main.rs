@@ -17,6 +17,7 @@ mod pivot;
 mod procfs;
 mod scale;
 mod stats;
+mod vmlab;
 mod vs_ironic;
 
 use std::path::PathBuf;
@@ -169,6 +170,18 @@ enum Scenario {
         #[arg(long, default_value_t = 200)]
         samples: usize,
     },
+    /// Real (virtual) machines: N QEMU VMs behind sushy-tools' libvirt driver (needs root),
+    /// apply -> available -> the live ISO running on each (console line seen), BMC requests
+    /// per host per phase.
+    Vmlab {
+        #[arg(long, default_value_t = 4)]
+        vms: usize,
+        /// Legacy BIOS instead of UEFI.
+        #[arg(long)]
+        legacy: bool,
+        #[arg(long, default_value_t = 900)]
+        timeout: u64,
+    },
     /// The emulator's own capacity (GET/s of a ComputerSystem).
     Emulator {
         #[arg(long, default_value_t = 10000)]
@@ -304,6 +317,20 @@ async fn main() -> std::process::ExitCode {
                 concurrency: fleet.concurrency,
                 timeout: fleet.timeout,
                 serve_args: fleet.serve_args,
+                ferrometal: cli.ferrometal,
+                keep: cli.keep,
+            })
+            .await
+        }
+        Scenario::Vmlab {
+            vms,
+            legacy,
+            timeout,
+        } => {
+            vmlab::run(vmlab::Opts {
+                vms: vms.max(1),
+                legacy,
+                timeout,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,
             })

@@ -5,6 +5,7 @@ pub mod ironic;
 pub mod peers;
 pub mod poll;
 pub mod serve;
+pub mod vmlab;
 
 /// What the exported macros name, reachable through `$crate` from any test crate.
 #[doc(hidden)]

@@ -1,0 +1,375 @@
+//! Real (virtual) machines: QEMU VMs behind stock sushy-tools' libvirt driver, driven through
+//! `ferrometal serve` and kubectl as a user would. A boot is proven by the line the guest's init
+//! prints on that VM's serial console (it names the VM by its DMI UUID); power by libvirt's
+//! own view of the domain.
+
+mod serve_common;
+
+use std::time::{Duration, Instant};
+
+use ferrometal_test_support::peers::FileServer;
+use ferrometal_test_support::vmlab::{Firmware, Lab, Vm, guest_images, publish};
+use serde_json::Value;
+use serve_common::{Serve, free_port, serve};
+
+const LIVE_MARKER: &str = "FERROMETAL-LIVE-ISO booted";
+/// Under software emulation a boot to the marker takes 7-13 s; leave room for a loaded machine.
+const BOOT: Duration = Duration::from_secs(240);
+
+fn flags() -> Vec<&'static str> {
+    vec![
+        "--power-poll-interval",
+        "5",
+        "--error-backoff",
+        "2",
+        "--bmc-timeout",
+        "20",
+    ]
+}
+
+fn host(s: &Serve, ns: &str, name: &str) -> Value {
+    serde_json::from_str(&s.ok(&["get", "bmh", "-n", ns, name, "-o", "json"])).unwrap()
+}
+
+fn state(h: &Value) -> &str {
+    h["status"]["provisioning"]["state"].as_str().unwrap_or("")
+}
+
+/// Polls `check` until it holds; fails with `what`, the serve log's tail and `detail()`.
+fn wait_for(s: &Serve, what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let log = std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(40).collect();
+    panic!(
+        "{what}: not within {limit:?}\n--- serve log (newest first) ---\n{}",
+        tail.join("\n")
+    );
+}
+
+fn wait_state(s: &Serve, ns: &str, name: &str, want: &str, limit: Duration) {
+    wait_for(s, &format!("{ns}/{name} {want}"), limit, || {
+        state(&host(s, ns, name)) == want
+    });
+}
+
+fn wait_domain(s: &Serve, lab: &Lab, vm: &Vm, want: &str) {
+    wait_for(
+        s,
+        &format!("{} {want}", vm.name),
+        Duration::from_secs(120),
+        || lab.domain_state(vm) == want,
+    );
+}
+
+fn live_boots(lab: &Lab, vm: &Vm) -> usize {
+    lab.console(vm).matches(LIVE_MARKER).count()
+}
+
+/// Registration, inspection, a live ISO on the redfish provisioner, reboot, power off and on,
+/// a PowerCycle, a BMCJob and detach, on two UEFI VMs; the second VM is the control that must
+/// stay untouched by what the first is asked.
+#[test]
+fn uefi_vms_register_inspect_boot_a_live_iso_and_obey_power() {
+    let lab = Lab::up(2, Firmware::Uefi, "default");
+    let files = FileServer::start();
+    publish(files.dir.path(), "live.iso", &guest_images().live_iso);
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), free_port(), &flags());
+    let (a, b) = (lab.vm(0).clone(), lab.vm(1).clone());
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
+
+    // Registration and out-of-band inspection report what the VM really is.
+    for vm in [&a, &b] {
+        wait_state(
+            &s,
+            "default",
+            &vm.name,
+            "available",
+            Duration::from_secs(180),
+        );
+    }
+    let hw: Value =
+        serde_json::from_str(&s.ok(&["get", "hardwaredata", &a.name, "-o", "json"])).unwrap();
+    let hw = &hw["spec"]["hardware"];
+    assert_eq!(hw["cpu"]["count"], 1, "{hw}");
+    assert_eq!(hw["cpu"]["arch"], "x86_64", "{hw}");
+    assert_eq!(hw["ramMebibytes"], 1024, "{hw}");
+    let disks = hw["storage"].as_array().unwrap();
+    assert_eq!(disks.len(), 1, "{hw}");
+    assert_eq!(disks[0]["sizeBytes"], 2u64 << 30, "{hw}");
+    let macs: Vec<&str> = hw["nics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["mac"].as_str())
+        .collect();
+    assert_eq!(macs, [a.boot_mac.as_str()], "{hw}");
+    assert_eq!(lab.domain_state(&a), "shut off");
+
+    // A live ISO: the VM boots it, that VM and no other.
+    let iso = files.url("live.iso");
+    s.ok(&[
+        "patch",
+        "bmh",
+        &a.name,
+        "--type",
+        "merge",
+        "-p",
+        &format!(r#"{{"spec":{{"online":true,"image":{{"url":"{iso}","format":"live-iso"}}}}}}"#),
+    ]);
+    let line = lab.wait_console(&a, LIVE_MARKER, 0, BOOT);
+    assert!(line.contains(&a.uuid), "booted on another VM: {line}");
+    wait_state(
+        &s,
+        "default",
+        &a.name,
+        "provisioned",
+        Duration::from_secs(120),
+    );
+    assert_eq!(lab.virtual_cd(&a)["Inserted"], true);
+    assert_eq!(
+        live_boots(&lab, &b),
+        0,
+        "the other VM booted: {}",
+        lab.console(&b)
+    );
+    assert_eq!(lab.domain_state(&b), "shut off");
+
+    // reboot.metal3.io: the console shows a second boot.
+    let before = lab.console_len(&a);
+    s.ok(&["annotate", "bmh", &a.name, "reboot.metal3.io="]);
+    lab.wait_console(&a, LIVE_MARKER, before, BOOT);
+    assert_eq!(live_boots(&lab, &a), 2);
+
+    // A PowerCycle operation: a third boot.
+    let before = lab.console_len(&a);
+    s.ok(&[
+        "annotate",
+        "bmh",
+        &a.name,
+        "ferrometal.io/operation=PowerCycle",
+    ]);
+    lab.wait_console(&a, LIVE_MARKER, before, BOOT);
+
+    // online: false switches the VM off, true back on (a fourth boot).
+    s.ok(&[
+        "patch",
+        "bmh",
+        &a.name,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"online":false}}"#,
+    ]);
+    wait_domain(&s, &lab, &a, "shut off");
+    wait_for(&s, "status says off", Duration::from_secs(60), || {
+        host(&s, "default", &a.name)["status"]["poweredOn"] == false
+    });
+    let before = lab.console_len(&a);
+    s.ok(&[
+        "patch",
+        "bmh",
+        &a.name,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"online":true}}"#,
+    ]);
+    lab.wait_console(&a, LIVE_MARKER, before, BOOT);
+    wait_domain(&s, &lab, &a, "running");
+
+    // A BMCJob on the other VM: off, boot from CD once, on (its CD is empty: it is the boot
+    // order that is checked, on libvirt's side, and the power).
+    let job = format!(
+        "apiVersion: ferrometal.io/v1alpha1\nkind: BMCJob\nmetadata: {{name: cd-once, namespace: default}}\nspec:\n  hostRef: {{name: {}}}\n  tasks:\n    - powerAction: \"off\"\n    - oneTimeBootDeviceAction: {{device: [cdrom], efiBoot: true}}\n    - powerAction: \"on\"\n  restoreDesiredState: false\n",
+        b.name
+    );
+    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&job));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_for(&s, "the BMCJob completed", Duration::from_secs(180), || {
+        s.ok(&["get", "bmcjob", "cd-once", "-o", "jsonpath={.status.phase}"]) == "Completed"
+    });
+    assert_eq!(lab.domain_state(&b), "running");
+    assert_eq!(lab.system(&b)["Boot"]["BootSourceOverrideTarget"], "Cd");
+
+    // Detach: the VM keeps running and nothing more reaches its BMC, through delete too.
+    s.ok(&[
+        "annotate",
+        "bmh",
+        &a.name,
+        "baremetalhost.metal3.io/detached=",
+    ]);
+    wait_for(&s, "detached", Duration::from_secs(60), || {
+        host(&s, "default", &a.name)["status"]["operationalStatus"] == "detached"
+    });
+    let seen = lab.changes().len();
+    s.ok(&[
+        "patch",
+        "bmh",
+        &a.name,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"online":false}}"#,
+    ]);
+    s.ok(&["delete", "bmh", &a.name, "--wait=true", "--timeout=60s"]);
+    assert_eq!(
+        lab.domain_state(&a),
+        "running",
+        "a detached host was touched"
+    );
+    assert_eq!(
+        lab.changes()[seen..],
+        [] as [String; 0],
+        "requests reached a detached host's BMC"
+    );
+
+    // Deleting a host that is not detached powers nothing on and leaves the VM as it was.
+    s.ok(&["delete", "bmh", &b.name, "--wait=true", "--timeout=120s"]);
+    assert!(s.fails(&["get", "bmh", &b.name]).contains("NotFound"));
+}
+
+/// A legacy-BIOS VM (its BMC reports no boot mode) claimed by a tenant through a HostClaim:
+/// the tenant's live ISO boots on it; releasing the claim ejects the media and the VM is off.
+#[test]
+fn a_tenant_claim_boots_a_live_iso_on_a_legacy_bios_vm() {
+    let lab = Lab::up(1, Firmware::Legacy, "infra");
+    let files = FileServer::start();
+    publish(files.dir.path(), "live.iso", &guest_images().live_iso);
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), free_port(), &flags());
+    let vm = lab.vm(0).clone();
+    s.ok(&["create", "namespace", "infra"]);
+    s.ok(&["create", "namespace", "tenant-a"]);
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
+    s.ok(&["label", "bmh", "-n", "infra", &vm.name, "pool=lab"]);
+    let policy = "apiVersion: metal3.io/v1alpha1\nkind: HostDeployPolicy\nmetadata: {name: lend, namespace: infra}\nspec: {hostClaimNamespaces: {names: [tenant-a]}}\n";
+    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(policy));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    s.ok(&[
+        "create",
+        "rolebinding",
+        "alice-tenant",
+        "-n",
+        "tenant-a",
+        "--clusterrole=ferrometal-tenant",
+        "--user=alice",
+    ]);
+    let alice = s.user_kubeconfig("alice", &[], "tenant-a");
+    wait_state(&s, "infra", &vm.name, "available", Duration::from_secs(180));
+    assert_eq!(host(&s, "infra", &vm.name)["spec"]["bootMode"], "legacy");
+
+    let iso = files.url("live.iso");
+    let claim = format!(
+        "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: web}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: lab}}}}\n  image: {{url: \"{iso}\", format: live-iso}}\n"
+    );
+    let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&claim));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let line = lab.wait_console(&vm, LIVE_MARKER, 0, BOOT);
+    assert!(line.contains(&vm.uuid), "{line}");
+    assert!(line.contains("bios"), "not a BIOS boot: {line}");
+    wait_for(&s, "the claim ready", Duration::from_secs(120), || {
+        let c: Value = serde_json::from_slice(
+            &s.kubectl_with(&alice, &["get", "hostclaim", "web", "-o", "json"], None)
+                .stdout,
+        )
+        .unwrap_or_default();
+        c["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    });
+    // What the tenant reads names neither the BMC nor its credentials.
+    let seen = String::from_utf8_lossy(
+        &s.kubectl_with(&alice, &["get", "hostclaim", "web", "-o", "yaml"], None)
+            .stdout,
+    )
+    .to_string();
+    let bmc = format!("127.0.0.1:{}", lab.summary.sushy.port);
+    assert!(!seen.contains(&bmc), "{seen}");
+    assert!(!seen.contains("redfish"), "{seen}");
+    assert!(!seen.contains(&lab.password()), "{seen}");
+    assert!(!seen.contains("-bmc"), "{seen}");
+
+    // Releasing the claim deprovisions: media ejected, the VM off.
+    let o = s.kubectl_with(
+        &alice,
+        &["delete", "hostclaim", "web", "--timeout=180s"],
+        None,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_state(&s, "infra", &vm.name, "available", Duration::from_secs(180));
+    wait_domain(&s, &lab, &vm, "shut off");
+    assert_eq!(lab.virtual_cd(&vm)["Inserted"], false);
+}
+
+/// The ironic provisioner: the same live ISO through Ironic's redfish virtual media, on a VM.
+#[test]
+fn ironic_boots_the_live_iso_on_a_vm() {
+    let lab = Lab::up(1, Firmware::Uefi, "default");
+    let files = FileServer::start();
+    publish(files.dir.path(), "live.iso", &guest_images().live_iso);
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = flags();
+    args.extend(["--provisioner", "ironic"]);
+    let s = serve(dir.path(), free_port(), &args);
+    let vm = lab.vm(0).clone();
+    // Ironic cleans and inspects in-band with its agent ramdisk, which this lab does not boot.
+    let manifest = lab.manifests().replace(
+        "  online: false\n",
+        "  online: false\n  inspectionMode: disabled\n  automatedCleaningMode: disabled\n",
+    );
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&manifest));
+    wait_state(
+        &s,
+        "default",
+        &vm.name,
+        "available",
+        Duration::from_secs(240),
+    );
+    let iso = files.url("live.iso");
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        &format!(r#"{{"spec":{{"online":true,"image":{{"url":"{iso}","format":"live-iso"}}}}}}"#),
+    ]);
+    let line = lab.wait_console(&vm, LIVE_MARKER, 0, BOOT);
+    assert!(line.contains(&vm.uuid), "{line}");
+    assert!(line.contains("uefi"), "{line}");
+    wait_state(
+        &s,
+        "default",
+        &vm.name,
+        "provisioned",
+        Duration::from_secs(240),
+    );
+    // Deprovisioning through Ironic ejects the media and powers the VM off.
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/image"}]"#,
+    ]);
+    wait_state(
+        &s,
+        "default",
+        &vm.name,
+        "available",
+        Duration::from_secs(240),
+    );
+    wait_domain(&s, &lab, &vm, "shut off");
+}

@@ -1,0 +1,263 @@
+//! A lab of virtual servers for one test: QEMU VMs behind sushy-tools' libvirt driver, started by
+//! `scripts/vmlab.sh` with fresh names and a free port, taken down on drop and, when the test
+//! process dies without clean-up, by the script's owner-watch. The guest images come from
+//! `scripts/guest-images.sh` (built once, cached). What a VM prints on its serial console is the
+//! truth a test checks.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::peers::{TempDir, repo_root};
+
+/// How the lab's VMs boot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Firmware {
+    Uefi,
+    Legacy,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Summary {
+    pub prefix: String,
+    pub sushy: SushySummary,
+    pub manifests: PathBuf,
+    pub vms: Vec<Vm>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SushySummary {
+    pub url: String,
+    pub port: u16,
+    pub username: String,
+    pub password_file: PathBuf,
+}
+
+/// One VM as the lab made it.
+#[derive(Debug, Deserialize, Clone)]
+pub struct Vm {
+    pub name: String,
+    pub uuid: String,
+    pub macs: Vec<String>,
+    pub boot_mac: String,
+    pub console_log: PathBuf,
+    /// `UEFI` or `legacy`, as the BareMetalHost's `bootMode`.
+    pub boot_mode: String,
+    pub bmc_address: String,
+    pub redfish_system: String,
+    /// A Secret and a BareMetalHost for this VM (`online: false`).
+    pub manifest: PathBuf,
+}
+
+pub struct Lab {
+    pub state: TempDir,
+    pub summary: Summary,
+}
+
+fn vmlab(args: &[&str]) -> std::process::Output {
+    Command::new("bash")
+        .arg(repo_root().join("scripts/vmlab.sh"))
+        .args(args)
+        // The lab goes with this test process, however it ends.
+        .env("FERROMETAL_PEER_OWNER", std::process::id().to_string())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run scripts/vmlab.sh")
+}
+
+impl Lab {
+    /// `n` VMs (1 GiB RAM, 1 CPU, one 2 GiB disk, one NIC), powered off, in namespace `ns`.
+    /// A lab that cannot start fails the test.
+    pub fn up(n: usize, firmware: Firmware, ns: &str) -> Lab {
+        let state = TempDir::new();
+        let mode = match firmware {
+            Firmware::Uefi => "--uefi",
+            Firmware::Legacy => "--legacy",
+        };
+        let count = n.to_string();
+        let args = [
+            "up",
+            &count,
+            mode,
+            "--disk",
+            "2G",
+            "--ram",
+            "1024",
+            "--nics",
+            "1",
+            "--namespace",
+            ns,
+            "--state",
+            state.path_str(),
+        ];
+        let out = vmlab(&args);
+        assert!(
+            out.status.success(),
+            "scripts/vmlab.sh {args:?} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary = std::fs::read_to_string(state.path().join("lab.json")).unwrap();
+        let summary: Summary = serde_json::from_str(&summary).unwrap();
+        assert_eq!(summary.vms.len(), n);
+        Lab { state, summary }
+    }
+
+    pub fn vm(&self, i: usize) -> &Vm {
+        &self.summary.vms[i]
+    }
+
+    /// Every VM's Secret and BareMetalHost, as one YAML stream.
+    pub fn manifests(&self) -> String {
+        std::fs::read_to_string(&self.summary.manifests).unwrap()
+    }
+
+    pub fn password(&self) -> String {
+        std::fs::read_to_string(&self.summary.sushy.password_file)
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// The VM's serial console so far (CR stripped).
+    pub fn console(&self, vm: &Vm) -> String {
+        std::fs::read_to_string(&vm.console_log)
+            .unwrap_or_default()
+            .replace('\r', "")
+    }
+
+    /// Bytes the console holds now: pass to [`Lab::wait_console`] to wait for a later line.
+    pub fn console_len(&self, vm: &Vm) -> u64 {
+        std::fs::metadata(&vm.console_log).map_or(0, |m| m.len())
+    }
+
+    /// Waits (up to `timeout`) for a console line holding `text` written past the first `after`
+    /// bytes, and returns it; fails the test with the console's tail otherwise.
+    pub fn wait_console(&self, vm: &Vm, text: &str, after: u64, timeout: Duration) -> String {
+        let out = vmlab(&[
+            "wait",
+            "--state",
+            self.state.path_str(),
+            "--timeout",
+            &timeout.as_secs().to_string(),
+            "--after",
+            &after.to_string(),
+            &vm.name,
+            text,
+        ]);
+        if !out.status.success() {
+            let console = self.console(vm);
+            let tail: String = console
+                .chars()
+                .rev()
+                .take(3000)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            panic!(
+                "{}: no console line with {text:?} within {timeout:?}: {}\n--- console tail ---\n{tail}",
+                vm.name,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// The system as sushy-tools reports it (its view of libvirt), bypassing ferrometal.
+    pub fn system(&self, vm: &Vm) -> serde_json::Value {
+        self.redfish_get(&vm.redfish_system)
+    }
+
+    /// The VM's virtual CD as sushy-tools reports it.
+    pub fn virtual_cd(&self, vm: &Vm) -> serde_json::Value {
+        self.redfish_get(&format!("{}/VirtualMedia/Cd", vm.redfish_system))
+    }
+
+    fn redfish_get(&self, url: &str) -> serde_json::Value {
+        let user = format!("{}:{}", self.summary.sushy.username, self.password());
+        let out = Command::new("curl")
+            .args(["-sf", "-u", &user, url])
+            .output()
+            .expect("curl");
+        assert!(out.status.success(), "curl {url}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// libvirt's own view of the domain (`running`, `shut off`, ...).
+    pub fn domain_state(&self, vm: &Vm) -> String {
+        let out = Command::new("virsh")
+            .args(["-q", "-c", "qemu:///system", "domstate", &vm.name])
+            .output()
+            .expect("virsh");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Requests sushy-tools received that change something, in order (its log).
+    pub fn changes(&self) -> Vec<String> {
+        let log = self.state.path().join("sushy/sushy.log");
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"POST ") || l.contains("\"PATCH "))
+            .map(String::from)
+            .collect()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let out = vmlab(&["down", "--state", self.state.path_str()]);
+        if !out.status.success() {
+            eprintln!(
+                "scripts/vmlab.sh down failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// The guest images, built once per test process (cached across runs by the script).
+pub struct GuestImages {
+    pub live_iso: PathBuf,
+    pub disk_raw: PathBuf,
+    pub disk_qcow2: PathBuf,
+}
+
+pub fn guest_images() -> &'static GuestImages {
+    static IMAGES: OnceLock<GuestImages> = OnceLock::new();
+    IMAGES.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(repo_root().join("scripts/guest-images.sh"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/guest-images.sh");
+        assert!(
+            out.status.success(),
+            "scripts/guest-images.sh failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let get = |key: &str| -> PathBuf {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{key}=")))
+                .map(PathBuf::from)
+                .unwrap_or_else(|| panic!("guest-images.sh printed no {key}: {text}"))
+        };
+        GuestImages {
+            live_iso: get("live_iso"),
+            disk_raw: get("disk_raw"),
+            disk_qcow2: get("disk_qcow2"),
+        }
+    })
+}
+
+/// Links `file` into `dir` under `name`, for a [`crate::peers::FileServer`] to serve.
+pub fn publish(dir: &Path, name: &str, file: &Path) {
+    let link = dir.join(name);
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(file, link).unwrap();
+}
