@@ -532,6 +532,94 @@ async fn a_power_on_in_flight_at_pause_is_undone_at_unpause() {
     assert_eq!(powered_on, "false");
 }
 
+/// A slow BMC: sushy-tools with its own power delay (1-11 s per change) left in. Hosts still
+/// converge: provisioned and on, then off, each seen on the peer.
+#[test]
+fn hosts_converge_on_a_slow_bmc() {
+    let sushy = peers::Sushy::start_slow(2, "admin:password");
+    let files = peers::FileServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(
+        dir.path(),
+        free_port(),
+        &["--power-poll-interval", "3", "--error-backoff", "2"],
+    );
+    let mut yaml = String::from(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: bmc, namespace: default}\nstringData: {username: admin, password: password}\n",
+    );
+    let uuids = [
+        "00000000-0000-4000-8000-000000000000",
+        "00000000-0000-4000-8000-000000000001",
+    ];
+    for (i, uuid) in uuids.iter().enumerate() {
+        let address = sushy
+            .address(uuid)
+            .replace("redfish+http", "redfish-virtualmedia+http");
+        yaml.push_str(&format!(
+            "---\napiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: slow-{i}, namespace: default}}\nspec:\n  online: false\n  bmc: {{address: \"{address}\", credentialsName: bmc}}\n"
+        ));
+    }
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&yaml));
+    wait_all(&s, 2, "available");
+    let patch = format!(
+        r#"{{"spec":{{"online":true,"image":{{"url":"{}","format":"live-iso"}}}}}}"#,
+        files.url("live.iso")
+    );
+    for i in 0..2 {
+        s.ok(&[
+            "patch",
+            "bmh",
+            &format!("slow-{i}"),
+            "--type",
+            "merge",
+            "-p",
+            &patch,
+        ]);
+    }
+    wait_all(&s, 2, "provisioned");
+    let power = |uuid: &str| {
+        sushy.system(uuid)["PowerState"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let converged = |want: &str| {
+        for _ in 0..600 {
+            if uuids.iter().all(|u| power(u) == want) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        false
+    };
+    assert!(converged("On"), "not every slow BMC reached On");
+    for uuid in uuids {
+        assert_eq!(sushy.virtual_cd(uuid)["Inserted"], true);
+    }
+    for i in 0..2 {
+        s.ok(&[
+            "patch",
+            "bmh",
+            &format!("slow-{i}"),
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"online":false}}"#,
+        ]);
+    }
+    assert!(converged("Off"), "not every slow BMC reached Off");
+    for i in 0..2 {
+        let on = s.ok(&[
+            "get",
+            "bmh",
+            &format!("slow-{i}"),
+            "-o",
+            "jsonpath={.status.poweredOn}",
+        ]);
+        assert_eq!(on, "false");
+    }
+}
+
 #[test]
 fn demo_exits_with_every_host_where_expected() {
     let dir = tempfile::tempdir().unwrap();

@@ -80,18 +80,21 @@ impl Sushy {
     }
 
     pub fn start(systems: usize, auth: &str) -> Sushy {
+        Sushy::start_with(systems, auth, &[])
+    }
+
+    /// With sushy-tools' own power delay left in: its fake driver lands each power change
+    /// 1-11 s late, as a slow BMC does.
+    pub fn start_slow(systems: usize, auth: &str) -> Sushy {
+        Sushy::start_with(systems, auth, &["--keep-delay"])
+    }
+
+    fn start_with(systems: usize, auth: &str, extra: &[&str]) -> Sushy {
         let dir = TempDir::new();
-        let out = run_script(
-            "sushy.sh",
-            &[
-                "start",
-                dir.path_str(),
-                "--systems",
-                &systems.to_string(),
-                "--auth",
-                auth,
-            ],
-        );
+        let count = systems.to_string();
+        let mut args = vec!["start", dir.path_str(), "--systems", &count, "--auth", auth];
+        args.extend_from_slice(extra);
+        let out = run_script("sushy.sh", &args);
         let port = out.lines().last().unwrap().parse().expect("port");
         Sushy { dir, port }
     }
