@@ -242,5 +242,6 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         "requests_to_available": r1.iter().zip(&r0).map(|(a, b)| a - b).collect::<Vec<_>>(),
         "requests_provisioning": r2.iter().zip(&r1).map(|(a, b)| a - b).collect::<Vec<_>>(),
     });
-    finish("vmlab", o.vms, &rows, json)
+    let scenario = if o.legacy { "vmlab-legacy" } else { "vmlab" };
+    finish(scenario, o.vms, &rows, json)
 }
