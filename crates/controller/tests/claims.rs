@@ -515,3 +515,64 @@ async fn a_claim_provisions_syncs_reports_and_releases() {
     assert!(consumed.is_empty(), "rebound silently: {consumed:?}");
     let _ = GOOD_PASSWORD;
 }
+
+/// Issue 28 (2): a claim's image corrected from a disk image with a checksum to a live ISO
+/// (checksum fields set to null) reaches its host without the stale checksum, the host is
+/// provisioned again with it, and the claim becomes Ready (it stayed ImageChanged, "remove
+/// spec.image to deprovision it first", while the host kept the old checksum).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrected_claim_image_reaches_the_host_and_becomes_ready() {
+    let h = Harness::start(FixtureProvisioner::new()).await;
+    let client = h.client.clone();
+    namespace(&client, TENANT, json!({})).await;
+    policy(&client, NS, "lend", json!({"names": [TENANT]})).await;
+    labelled_host(&h, "bm-9", json!({"pool": "fix"})).await;
+    claim(
+        &client,
+        TENANT,
+        "fix",
+        json!({
+            "poweredOn": true,
+            "hostSelector": {"matchLabels": {"pool": "fix"}},
+            "image": {"url": "http://images/os.img", "format": "qcow2",
+                      "checksum": "0123456789abcdef0123456789abcdef", "checksumType": "md5"},
+        }),
+    )
+    .await;
+    let ready = |c: &HostClaim| condition(c, c::READY).is_some_and(|(s, _, _)| s == "True");
+    wait_claim(&client, TENANT, "fix", "ready with the disk image", ready).await;
+    claims(&client, TENANT)
+        .patch(
+            "fix",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"image": {
+                "url": "http://images/live.iso", "format": "live-iso",
+                "checksum": null, "checksumType": null}}})),
+        )
+        .await
+        .unwrap();
+    // The host is provisioned again with the corrected image...
+    h.wait("bm-9", "provisioned with the live ISO", |h| {
+        h.state() == ProvisioningState::Provisioned
+            && h.status.as_ref().is_some_and(|s| {
+                s.provisioning
+                    .image
+                    .as_ref()
+                    .is_some_and(|i| i.url.ends_with("live.iso"))
+            })
+    })
+    .await;
+    // ...and the claim says so.
+    let done = wait_claim(&client, TENANT, "fix", "ready with the live ISO", ready).await;
+    assert_eq!(
+        condition(&done, c::PROVISIONED).map(|(s, r, _)| (s, r)),
+        Some(("True".into(), "Provisioned".into()))
+    );
+    let host = h.get("bm-9").await;
+    let image = host.spec.image.clone().unwrap();
+    assert_eq!(image.url, "http://images/live.iso");
+    assert_eq!((image.checksum, image.checksum_type), (None, None));
+    let provisioned = host.status.unwrap().provisioning.image.unwrap();
+    assert_eq!(provisioned.url, "http://images/live.iso");
+    assert_eq!(provisioned.checksum, None);
+}

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::conditions::new as condition;
 use crate::forwarding::{DataKind, Markers, forward_annotations, forward_token, is_paused};
+use crate::merge_patch::merge_diff;
 
 /// On the host: the claim's resourceVersion whose one-shot annotations (reboot, operation) were
 /// forwarded, so a crash between forwarding and removing them from the claim never repeats them.
@@ -80,8 +81,11 @@ pub fn host_sync(
                 i
             });
             let want_image = serde_json::to_value(&image).unwrap_or(Value::Null);
-            if serde_json::to_value(&host.spec.image).unwrap_or(Value::Null) != want_image {
-                spec.insert("image".into(), want_image);
+            let have_image = serde_json::to_value(&host.spec.image).unwrap_or(Value::Null);
+            // A merge patch: fields the claim dropped (a checksum set to null) go as nulls, or
+            // the host would keep them.
+            if let Some(diff) = merge_diff(&have_image, &want_image) {
+                spec.insert("image".into(), diff);
             }
             let want_deploy =
                 serde_json::to_value(&claim.spec.custom_deploy).unwrap_or(Value::Null);
@@ -172,16 +176,22 @@ fn provisioned(claim: &HostClaim, host: &BareMetalHost) -> Condition {
         ProvisioningState::Provisioned | ProvisioningState::ExternallyProvisioned
             if wants_image =>
         {
-            let same = status.provisioning.image == claim.spec.image
+            // As passed on: registry credentials never reach the host.
+            let wanted = claim.spec.image.clone().map(|mut i| {
+                i.oci_auth_secret_name = None;
+                i
+            });
+            let same = status.provisioning.image == wanted
                 && status.provisioning.custom_deploy == claim.spec.custom_deploy;
             if same || state == ProvisioningState::ExternallyProvisioned {
                 condition(c::PROVISIONED, true, "Provisioned", "")
             } else {
+                // The host follows a changed image by deprovisioning and provisioning again.
                 condition(
                     c::PROVISIONED,
                     false,
                     "ImageChanged",
-                    "the host runs another image; remove spec.image to deprovision it first",
+                    "the host still runs the previous image; it is deprovisioned and provisioned again with spec.image",
                 )
             }
         }
