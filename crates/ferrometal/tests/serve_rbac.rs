@@ -386,7 +386,10 @@ fn the_bmc_operator_role_runs_jobs_without_credentials() {
     let e = fails_as(&s, &ops, &["get", "secret", "bmc-creds", "-n", "infra"]);
     assert!(e.contains("forbidden"), "{e}");
 
-    // The CLI as that user.
+    // The CLI as that user, for a host the admin created (the CLI refuses a missing host).
+    let host = "apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {name: h0, namespace: infra}\nspec:\n  online: false\n  bmc: {address: \"redfish+http://127.0.0.1:1/redfish/v1/Systems/1\", credentialsName: bmc-creds}\n";
+    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(host));
+    assert!(o.status.success(), "{}", stderr(&o));
     let o = std::process::Command::new(&s.bin)
         .args(["job", "run", "--kubeconfig"])
         .arg(&ops)
