@@ -339,5 +339,16 @@ async fn bmcjobs_go_through_ironic() {
         "{}",
         st.tasks[0].message
     );
-    assert_eq!(st.restore.unwrap().state, TaskState::Succeeded);
+    // The job fails at once (Rufio's semantics); its restore ends beside it.
+    let restored = |j: &BMCJob| {
+        j.status
+            .as_ref()
+            .and_then(|s| s.restore.as_ref())
+            .is_some_and(|r| r.state != TaskState::Running)
+    };
+    let job = stack.wait_job("media", "restored", restored).await;
+    assert_eq!(
+        job.status.unwrap().restore.unwrap().state,
+        TaskState::Succeeded
+    );
 }
