@@ -127,7 +127,7 @@ async fn register_proves_access_and_reads_the_uuid() {
     // A BMC answering 500 is retried later; it recovers when the BMC does.
     emu.set_fault(1, Some(Fault::Http500));
     let err = p.register(&h, false).await.unwrap_err();
-    assert_eq!(err.kind, ErrorKind::Unreachable, "{err}");
+    assert_eq!(err.kind, ErrorKind::ServerError, "{err}");
     emu.set_fault(1, None);
     assert!(p.register(&h, false).await.unwrap().is_done());
 }
@@ -516,7 +516,7 @@ async fn bmc_faults_are_typed_errors_and_clear_by_themselves() {
     let h = host(&emu, 0);
     assert!(p.register(&h, false).await.unwrap().is_done());
     for (fault, kind) in [
-        (Fault::Http500, ErrorKind::Unreachable),
+        (Fault::Http500, ErrorKind::ServerError),
         (Fault::Hang, ErrorKind::Unreachable),
         (Fault::ConnectionReset, ErrorKind::Unreachable),
         (Fault::Unauthorized, ErrorKind::Credentials),
