@@ -608,16 +608,25 @@ fn hosts_converge_on_a_slow_bmc() {
         ]);
     }
     assert!(converged("Off"), "not every slow BMC reached Off");
-    for i in 0..2 {
-        let on = s.ok(&[
+    // The status follows once the controller has seen it (its next observation).
+    let status_off = |i: usize| {
+        s.ok(&[
             "get",
             "bmh",
             &format!("slow-{i}"),
             "-o",
             "jsonpath={.status.poweredOn}",
-        ]);
-        assert_eq!(on, "false");
+        ]) == "false"
+    };
+    let mut reported = false;
+    for _ in 0..300 {
+        if (0..2).all(status_off) {
+            reported = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
+    assert!(reported, "the BMCs are off but a status still says on");
 }
 
 #[test]
