@@ -45,6 +45,9 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         EmulatorConfig {
             systems: o.hosts,
             power_delay: Duration::from_millis(200),
+            // The image URL is served by nothing: what is measured is the controller, and
+            // a fetch per URL (cached) would be noise.
+            fetch_media: false,
             ..EmulatorConfig::default()
         },
         "127.0.0.1:0".parse()?,

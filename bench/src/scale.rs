@@ -161,6 +161,9 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
     let emu = Emulator::start(
         EmulatorConfig {
             systems: o.hosts,
+            // The image URL is served by nothing: what is measured is the controller, and
+            // a fetch per URL (cached) would be noise.
+            fetch_media: false,
             ..EmulatorConfig::default()
         },
         "127.0.0.1:0".parse()?,

@@ -9,6 +9,7 @@ use ferrometal_bmc::{
     Credentials, PowerAction, PowerState, RequestCounter, connect,
 };
 use ferrometal_emulator::{Emulator, EmulatorConfig, Fault};
+use ferrometal_test_support::images::ImageServer;
 use ferrometal_test_support::peers::eventually;
 
 async fn emulator(config: EmulatorConfig) -> Emulator {
@@ -128,25 +129,40 @@ async fn boot_override_once_and_virtual_media_through_the_manager() {
     .await
     .unwrap();
 
-    bmc.insert_media("http://127.0.0.1:1/live.iso")
-        .await
-        .unwrap();
+    // The BMC fetches what it is told to insert, as real ones do: an image nothing serves is
+    // refused, and the slot stays empty.
+    let images = ImageServer::start();
+    for (url, status) in [
+        (images.url("missing/live.iso"), 400),
+        (images.url("private/live.iso"), 400),
+        ("http://127.0.0.1:1/live.iso".to_string(), 500),
+    ] {
+        let err = bmc.insert_media(&url).await.unwrap_err();
+        assert!(
+            matches!(&err, BmcError::Http { status: s, message, .. }
+                if *s == status && message.contains(&url)),
+            "{url}: {err}"
+        );
+        assert!(!emu.state(0).virtual_media.inserted, "{url}");
+    }
+    let live = images.url("live.iso");
+    bmc.insert_media(&live).await.unwrap();
     let media = emu.state(0).virtual_media;
     assert!(media.inserted);
-    assert_eq!(media.image.as_deref(), Some("http://127.0.0.1:1/live.iso"));
+    assert_eq!(media.image.as_deref(), Some(&*live));
     // Boot once from it: the override is consumed by the power-on.
     bmc.power(PowerAction::On).await.unwrap();
     eventually("power on", || emu.state(0).power_state.as_str() == "On").await;
     assert_eq!(emu.state(0).boot.enabled, "Disabled");
     assert_eq!(emu.state(0).last_boot_source.as_deref(), Some("Cd"));
     // A different image replaces the mounted one.
-    bmc.insert_media("http://127.0.0.1:1/other.iso")
-        .await
-        .unwrap();
-    assert_eq!(
-        emu.state(0).virtual_media.image.as_deref(),
-        Some("http://127.0.0.1:1/other.iso")
-    );
+    let other = images.url("other.iso");
+    bmc.insert_media(&other).await.unwrap();
+    assert_eq!(emu.state(0).virtual_media.image.as_deref(), Some(&*other));
+    // A URL that answered is not fetched again for every insert (a fleet shares one image).
+    let fetched = images.requests();
+    bmc.insert_media(&live).await.unwrap();
+    assert_eq!(images.requests(), fetched);
     bmc.eject_media().await.unwrap();
     assert!(!emu.state(0).virtual_media.inserted);
     assert!(!bmc.media_status().await.unwrap().inserted);

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use crate::config::EmulatorConfig;
 use crate::counters::Counters;
 use crate::inventory;
+use crate::media::MediaFetcher;
 use crate::state::{MethodCells, RESET_TYPES, SystemCell};
 
 /// Returned by the service to make hyper drop the connection unanswered.
@@ -82,6 +83,8 @@ pub struct App {
     pub service_root: Bytes,
     pub systems_collection: Bytes,
     pub managers_collection: Bytes,
+    /// Fetches inserted images; `None` records them unfetched.
+    pub media: Option<MediaFetcher>,
 }
 
 impl App {
@@ -110,6 +113,7 @@ impl App {
             service_root: inventory::service_root().into(),
             systems_collection: inventory::systems_collection(config.systems).into(),
             managers_collection: inventory::managers_collection(config.systems).into(),
+            media: config.fetch_media.then(MediaFetcher::new),
         }
     }
 

@@ -18,6 +18,9 @@ pub struct EmulatorConfig {
     pub omit_power_cycle: bool,
     /// Power state every system starts in.
     pub initial_power: PowerState,
+    /// Fetch every image InsertMedia names and refuse one that is not served, as real BMCs and
+    /// sushy-tools do. Off, any URL is recorded unfetched (for fleets without an image server).
+    pub fetch_media: bool,
 }
 
 impl Default for EmulatorConfig {
@@ -29,6 +32,7 @@ impl Default for EmulatorConfig {
             password: "password".into(),
             omit_power_cycle: false,
             initial_power: PowerState::Off,
+            fetch_media: true,
         }
     }
 }
@@ -43,6 +47,7 @@ impl std::fmt::Debug for EmulatorConfig {
             .field("password", &"<redacted>")
             .field("omit_power_cycle", &self.omit_power_cycle)
             .field("initial_power", &self.initial_power)
+            .field("fetch_media", &self.fetch_media)
             .finish()
     }
 }

@@ -14,7 +14,8 @@
 //!   `.../EthernetInterfaces/NICn`, `.../Storage/1/Drives/Diskn`; a system GET takes
 //!   `$expand=.` or `*` with `($levels=N)` (N <= 3) and then carries its inventory inline
 //! - `/redfish/v1/Managers[/bmc-sys-N]`, `.../VirtualMedia/Cd` with the
-//!   `VirtualMedia.InsertMedia` / `VirtualMedia.EjectMedia` actions
+//!   `VirtualMedia.InsertMedia` / `VirtualMedia.EjectMedia` actions; InsertMedia fetches the
+//!   image first and answers an unserved URL with sushy-tools' error (400, 500 or 502)
 //!
 //! Control API (no auth, not counted): `GET /emulator`, `GET /emulator/counters`,
 //! `POST /emulator/counters/reset`, `GET /emulator/systems/{id}`,
@@ -24,7 +25,7 @@
 //! state lives in a `Vec` indexed by the number in the system ID, counters are
 //! atomics and each system has its own short-held mutex.
 
-// Imports go one way: fault, counters and resp are leaves; state, config and inventory build
+// Imports go one way: fault, counters, media and resp are leaves; state, config and inventory build
 // on them; app holds the shared state; control and redfish answer requests; server routes.
 mod app;
 mod config;
@@ -33,6 +34,7 @@ mod counters;
 mod fault;
 mod hostile;
 mod inventory;
+mod media;
 mod redfish;
 mod resp;
 mod server;

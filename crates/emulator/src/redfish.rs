@@ -604,7 +604,15 @@ async fn insert_media(app: &App, index: usize, req: Request<Incoming>) -> Resp {
     }
     let flag = |key: &str| body.get(key).and_then(Value::as_bool).unwrap_or(true);
     let (inserted, write_protected) = (flag("Inserted"), flag("WriteProtected"));
-    // The image is deliberately not fetched: only the request is recorded.
+    if let Some(media) = &app.media
+        && let Err(refusal) = media.check(image).await
+    {
+        // Nothing is recorded as inserted: the request is counted, the slot stays as it was.
+        app.systems[index]
+            .lock(Instant::now())
+            .record("InsertMediaFailed");
+        return error(refusal.status, "Base.1.8.GeneralError", &refusal.message);
+    }
     let mut s = app.systems[index].lock(Instant::now());
     s.vm_image = Some(image.to_owned());
     s.vm_inserted = inserted;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use common::{start, start_default};
 use ferrometal_emulator::{EmulatorConfig, PowerState};
+use ferrometal_test_support::images::ImageServer;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -451,8 +452,33 @@ async fn virtual_media_insert_and_eject_through_manager_links() {
         .unwrap();
     assert_eq!(resp.status(), 400);
 
-    // The URL points nowhere: the emulator must not try to download it.
-    let image = "http://192.0.2.1/images/deploy.iso";
+    // Like real BMCs (and sushy-tools), the image is fetched first: nothing served, nothing
+    // inserted, and the answer says why with sushy-tools' status codes.
+    let images = ImageServer::start();
+    let unserved = [
+        (images.url("missing/deploy.iso"), 400, "got error 404"),
+        (images.url("private/deploy.iso"), 400, "got error 401"),
+        (
+            "http://127.0.0.1:1/deploy.iso".to_string(),
+            500,
+            "Failed fetching image",
+        ),
+    ];
+    for (url, status, says) in &unserved {
+        let resp = h
+            .req(Method::POST, &insert)
+            .json(&json!({"Image": url, "Inserted": true, "WriteProtected": true}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), *status, "{url}");
+        let body: Value = resp.json().await.unwrap();
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(url) && message.contains(says), "{message}");
+        assert_eq!(h.get_json(&cd_path).await["Inserted"], false);
+    }
+    let fetched = images.requests();
+    let image = &*images.url("deploy.iso");
     let resp = h
         .req(Method::POST, &insert)
         .json(&json!({"Image": image, "Inserted": true, "WriteProtected": true}))
@@ -460,6 +486,7 @@ async fn virtual_media_insert_and_eject_through_manager_links() {
         .await
         .unwrap();
     assert!(resp.status().is_success());
+    assert_eq!(images.requests(), fetched + 1, "the image was fetched");
     let cd = h.get_json(&cd_path).await;
     assert_eq!(cd["Inserted"], true);
     assert_eq!(cd["Image"], image);
@@ -479,7 +506,41 @@ async fn virtual_media_insert_and_eject_through_manager_links() {
     assert!(cd["Image"].is_null());
     let state = h.emu.state(6);
     assert!(!state.virtual_media.inserted);
-    assert_eq!(state.actions, ["InsertMedia", "EjectMedia"]);
+    assert_eq!(
+        state.actions,
+        [
+            "InsertMediaFailed",
+            "InsertMediaFailed",
+            "InsertMediaFailed",
+            "InsertMedia",
+            "EjectMedia"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn without_media_fetching_any_image_url_is_recorded() {
+    let h = start(EmulatorConfig {
+        systems: 1,
+        fetch_media: false,
+        ..EmulatorConfig::default()
+    })
+    .await;
+    // TEST-NET: nothing answers there, and nothing tries.
+    let image = "http://192.0.2.1/images/deploy.iso";
+    let resp = h
+        .req(
+            Method::POST,
+            "/redfish/v1/Managers/bmc-sys-0/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia",
+        )
+        .json(&json!({"Image": image}))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success());
+    let state = h.emu.state(0);
+    assert!(state.virtual_media.inserted);
+    assert_eq!(state.virtual_media.image.as_deref(), Some(image));
 }
 
 async fn members(h: &common::Harness, path: &str) -> Vec<Value> {

@@ -27,6 +27,10 @@ pub struct Args {
     /// Leave PowerCycle out of the allowed reset types, like some real BMCs.
     #[arg(long)]
     omit_power_cycle: bool,
+    /// Record inserted images without fetching them. By default InsertMedia fetches the image
+    /// and refuses one nothing serves, as real BMCs and sushy-tools do.
+    #[arg(long)]
+    no_fetch_media: bool,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
@@ -35,6 +39,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         power_delay: Duration::from_millis(args.power_delay_ms),
         username: args.username,
         omit_power_cycle: args.omit_power_cycle,
+        fetch_media: !args.no_fetch_media,
         ..EmulatorConfig::default()
     };
     if let Some(path) = &args.password_file {
