@@ -1,11 +1,12 @@
 //! The README's walkthroughs, read from README.md itself and run as written, top to bottom, in
 //! one bash session against a fresh emulator and `serve`: the setup (emulator, image server,
 //! serve), handing a tenant a kubeconfig, multi-tenancy (policy, labelled hosts, a claim from
-//! the tenant's chair, deleted again), a BMCJob from YAML and from `ferrometal job run`, and
-//! `ferrometal move` of the hosts to a second serve. The harness changes only what a test must:
-//! free ports for 8000, 8080, 6443, 6444 and 9090, the binary already built on PATH, no
-//! `cargo build` and no `-w` (a watch never ends), a wait for each server started in the
-//! background, and commands the README marks `# no` or `# Forbidden` must fail.
+//! the tenant's chair, deleted again), a BMCJob from YAML and from `ferrometal job run`, a
+//! Rufio Machine and Job netbooting an emulated system, and `ferrometal move` of the hosts to a
+//! second serve. The harness changes only what a test must: free ports for 8000, 8080, 6443,
+//! 6444 and 9090, the binary already built on PATH, no `cargo build` and no `-w` (a watch never
+//! ends), a wait for each server started in the background, and commands the README marks
+//! `# no` or `# Forbidden` must fail.
 
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
@@ -103,7 +104,8 @@ fn script(readme: &str, p: &Ports) -> String {
                 let body: Vec<String> = b.lines().filter_map(|l| adapt(l, p)).collect();
                 // Each block in a subshell, so one block's `export KUBECONFIG=` stays there.
                 format!(
-                    "echo '==== {heading}'\n(\nset -e\n{env}{}\n)\n",
+                    "echo '==== {}'\n(\nset -e\n{env}{}\n)\n",
+                    heading.replace('\'', r"'\''"),
                     body.join("\n")
                 )
             })
@@ -119,6 +121,11 @@ fn script(readme: &str, p: &Ports) -> String {
         "",
     );
     s += &section("One-off BMC jobs (BMCJob)", Some(0), admin);
+    s += &section(
+        "Tinkerbell Rufio's API (`bmc.tinkerbell.org/v1alpha1`)",
+        None,
+        "",
+    );
     s += &section(
         "Moving hosts to another cluster (`ferrometal move`)",
         Some(0),
@@ -141,6 +148,30 @@ fn kubectl_json(dir: &Path, kubeconfig: &str, args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The emulator's view of one system, from its control API.
+fn emulator_system(port: u16, id: &str) -> Value {
+    let out = Command::new("curl")
+        .args([
+            "-sf",
+            &format!("http://127.0.0.1:{port}/emulator/systems/{id}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "GET /emulator/systems/{id}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn is_true(conditions: &Value, kind: &str) -> bool {
+    conditions.as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == kind && c["status"] == "True")
+    })
 }
 
 #[test]
@@ -210,6 +241,58 @@ fn readme_walkthroughs_run_as_written() {
             .map(|j| j["status"]["phase"].as_str().unwrap_or(""))
             .collect();
         assert_eq!(phases, ["Completed", "Completed"], "{log}");
+        // The Rufio Job completed, its three Tasks too, and its Machine reads the power on.
+        let job = kubectl_json(
+            d,
+            "data/kubeconfig",
+            &[
+                "get",
+                "jobs.bmc.tinkerbell.org",
+                "netboot",
+                "-n",
+                "tink-system",
+            ],
+        );
+        assert!(
+            is_true(&job["status"]["conditions"], "Completed"),
+            "{job:#}"
+        );
+        let tasks = kubectl_json(
+            d,
+            "data/kubeconfig",
+            &["get", "tasks.bmc.tinkerbell.org", "-n", "tink-system"],
+        );
+        let tasks = tasks["items"].as_array().unwrap();
+        assert_eq!(tasks.len(), 3, "{tasks:#?}");
+        assert!(
+            tasks
+                .iter()
+                .all(|t| is_true(&t["status"]["conditions"], "Completed")),
+            "{tasks:#?}"
+        );
+        let machine = kubectl_json(
+            d,
+            "data/kubeconfig",
+            &[
+                "get",
+                "machines.bmc.tinkerbell.org",
+                "m3",
+                "-n",
+                "tink-system",
+            ],
+        );
+        assert_eq!(machine["status"]["powerState"], "on", "{machine:#}");
+        assert!(is_true(&machine["status"]["conditions"], "Contactable"));
+        // On the emulator, the system the Machine names: off, PXE once, on, each sent once;
+        // it booted from PXE, the override spent, and nothing was restored (Rufio's semantics).
+        let sys = emulator_system(ports_used.emulator, "sys-3");
+        assert_eq!(sys["power_state"], "On", "{sys:#}");
+        assert_eq!(sys["last_boot_source"], "Pxe", "{sys:#}");
+        assert_eq!(
+            sys["actions"],
+            serde_json::json!(["Reset:ForceOff", "PatchBoot", "Reset:On"]),
+            "{sys:#}"
+        );
         // The hosts of infra, and their policy, are at the target now; none left at the source.
         let moved = kubectl_json(d, "target/kubeconfig", &["get", "bmh", "-n", "infra"]);
         let names: Vec<&str> = moved["items"]
