@@ -9,6 +9,7 @@ pub mod host;
 pub mod host_config;
 pub mod job;
 pub mod rufio;
+pub mod spec_fault;
 
 pub use claim::{
     HostClaim, HostClaimNamespaces, HostClaimSpec, HostClaimStatus, HostDeployPolicy,

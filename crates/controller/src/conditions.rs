@@ -4,6 +4,7 @@
 //! Provisioned, Ready, Progressing and Healthy, with metal3's reasons. Pure, so the whole
 //! table is tested below.
 
+use ferrometal_api::spec_fault::SpecFault;
 use ferrometal_api::{
     BareMetalHostSpec, BareMetalHostStatus, Condition, HardwareDetails, OperationalStatus,
     ProvisioningState,
@@ -162,6 +163,47 @@ pub fn set_blocked(
 
 pub fn clear_blocked(st: &mut BareMetalHostStatus) {
     st.conditions.retain(|c| c.type_ != BLOCKED);
+}
+
+/// ferrometal's own condition: True while the host's error is caused by its spec as written
+/// (reason: which field and how, see [`SpecFault`]; message: the `errorMessage` it classifies).
+pub use ferrometal_api::spec_fault::CONDITION as SPEC_ERROR;
+
+/// Records which field of the spec the host's current error is about (`None`: the error is
+/// not the spec's, or there is none). Call after `errorMessage` is set.
+pub fn set_spec_fault(
+    st: &mut BareMetalHostStatus,
+    fault: Option<SpecFault>,
+    generation: Option<i64>,
+    now: &str,
+) {
+    match fault {
+        Some(f) => {
+            let message = st.error_message.clone();
+            set_condition(
+                &mut st.conditions,
+                SPEC_ERROR,
+                T,
+                f.reason(),
+                &message,
+                now,
+                generation,
+            );
+        }
+        None => st.conditions.retain(|c| c.type_ != SPEC_ERROR),
+    }
+}
+
+/// The field of the spec the host's current error is about; `None` when the host has no
+/// error, or one that is not the spec's, or the condition classifies another message (written
+/// by an older reconcile, or by hand).
+pub fn spec_fault(st: &BareMetalHostStatus) -> Option<SpecFault> {
+    st.error_type?;
+    let c = condition(&st.conditions, SPEC_ERROR)?;
+    if c.status != T || c.message != st.error_message {
+        return None;
+    }
+    SpecFault::from_reason(&c.reason)
 }
 
 /// What in `spec` is kept but not acted on, as one message; `None` when everything is.

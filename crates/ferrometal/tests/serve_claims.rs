@@ -3,7 +3,8 @@
 //! to `ferrometal-tenant` in `tenant-a`. The tenant runs the whole flow with kubectl (claim,
 //! provision, power off and on, reboot, release), every outcome is checked on the BMC, the
 //! tenant is refused everything of the infrastructure, and nothing the tenant can read names a
-//! BMC address, a credentials Secret or a password.
+//! BMC address, a credentials Secret or a password. A claim whose image its host cannot take is
+//! told why in its own terms (and still nothing of the BMC), and goes on once corrected.
 
 mod serve_common;
 
@@ -11,12 +12,16 @@ use std::path::Path;
 use std::time::Duration;
 
 use ferrometal_emulator::{Emulator, EmulatorConfig};
+use ferrometal_test_support::images::ImageServer;
 use serde_json::Value;
 use serve_common::{Serve, free_port, serve};
 
 const PASSWORD: &str = "s3cret-bmc-pw-7431";
 const CREDENTIALS: &str = "rack7-bmc-credentials";
-const ISO: &str = "http://127.0.0.1:1/tenant-live.iso";
+/// The emulator, like a real BMC, fetches the image it inserts: the tenants' images are served.
+static IMAGES: std::sync::LazyLock<ImageServer> = std::sync::LazyLock::new(ImageServer::start);
+/// Never fetched: refused before anything reaches a BMC.
+const DISK: &str = "http://127.0.0.1:1/tenant-disk.qcow2";
 
 fn out(o: &std::process::Output) -> String {
     format!(
@@ -82,6 +87,33 @@ fn wait(what: &str, s: &Serve, mut ok: impl FnMut() -> bool) {
     );
 }
 
+/// Everything the tenant can read in its namespace: claims, Secrets, HardwareData, Events, as
+/// JSON and as kubectl describes them.
+fn tenant_readable(s: &Serve, kc: &Path) -> String {
+    let mut readable = String::new();
+    for args in [
+        &[
+            "get",
+            "hostclaims,secrets,hardwaredata,events",
+            "-o",
+            "json",
+        ][..],
+        &["get", "events.events.k8s.io", "-o", "json"],
+        &["describe", "hostclaims"],
+        &["get", "hostclaims", "-o", "wide"],
+    ] {
+        readable.push_str(&as_tenant(s, kc, args));
+    }
+    readable
+}
+
+/// Neither the BMC's address, nor its password, nor anything of its protocol.
+fn nothing_of_the_infrastructure(readable: &str, bmc_authority: &str) {
+    for secret in [bmc_authority, PASSWORD, "redfish"] {
+        assert!(!readable.contains(secret), "the tenant can read {secret:?}");
+    }
+}
+
 fn count(actions: &[String], needles: &[&str]) -> usize {
     actions
         .iter()
@@ -91,9 +123,10 @@ fn count(actions: &[String], needles: &[&str]) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure() {
+    let iso = IMAGES.url("tenant-live.iso");
     let emu = Emulator::start(
         EmulatorConfig {
-            systems: 2,
+            systems: 3,
             power_delay: Duration::from_millis(200),
             username: "admin".into(),
             password: PASSWORD.into(),
@@ -134,9 +167,11 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
          apiVersion: v1\nkind: Secret\nmetadata: {{name: {CREDENTIALS}, namespace: infra}}\nstringData: {{username: admin, password: {PASSWORD}}}\n---\n\
          apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: bm-0, namespace: infra, labels: {{pool: web}}}}\nspec:\n  online: false\n  bmc: {{address: \"{}\", credentialsName: {CREDENTIALS}}}\n---\n\
          apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: bm-1, namespace: infra, labels: {{pool: web}}}}\nspec:\n  online: false\n  bmc: {{address: \"{}\", credentialsName: {CREDENTIALS}}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: bm-2, namespace: infra, labels: {{pool: disk}}}}\nspec:\n  online: false\n  bmc: {{address: \"{}\", credentialsName: {CREDENTIALS}}}\n---\n\
          apiVersion: metal3.io/v1alpha1\nkind: HostDeployPolicy\nmetadata: {{name: lend-to-tenants, namespace: infra}}\nspec: {{hostClaimNamespaces: {{names: [tenant-a]}}}}\n",
         address(0),
-        address(1)
+        address(1),
+        address(2)
     );
     let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&infra));
     assert!(o.status.success(), "{}", out(&o));
@@ -150,7 +185,7 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
         "--user=alice",
     ]);
     let alice = s.user_kubeconfig("alice", &[], "tenant-a");
-    wait("both hosts available", &s, || {
+    wait("all hosts available", &s, || {
         let states = s.ok(&[
             "get",
             "bmh",
@@ -159,13 +194,13 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
             "-o",
             "jsonpath={.items[*].status.provisioning.state}",
         ]);
-        states.trim() == "available available"
+        states.trim() == "available available available"
     });
 
     // The tenant's flow, with nothing but its kubeconfig.
     let claim = format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: web-ud}}\nstringData: {{userData: \"#cloud-config\\nhostname: web\\n\"}}\n---\n\
-         apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: web}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: web}}}}\n  userData: {{name: web-ud}}\n  image: {{url: \"{ISO}\", format: live-iso}}\n"
+         apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: web}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: web}}}}\n  userData: {{name: web-ud}}\n  image: {{url: \"{iso}\", format: live-iso}}\n"
     );
     let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&claim));
     assert!(o.status.success(), "{}", out(&o));
@@ -182,7 +217,7 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
     let other = 1 - i;
     let bmc = emu.state(i);
     assert!(bmc.virtual_media.inserted, "{:?}", bmc.actions);
-    assert_eq!(bmc.virtual_media.image.as_deref(), Some(ISO));
+    assert_eq!(bmc.virtual_media.image.as_deref(), Some(iso.as_str()));
     assert_eq!(bmc.power_state.as_str(), "On");
     assert_eq!(c["status"]["poweredOn"], true);
     let table = as_tenant(&s, &alice, &["get", "hostclaims"]);
@@ -262,7 +297,7 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
 
     // A claim naming the BMC credentials Secret of another namespace gets nothing copied.
     let sneaky = format!(
-        "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: sneaky}}\nspec:\n  hostSelector: {{matchLabels: {{pool: web}}}}\n  userData: {{name: {CREDENTIALS}, namespace: infra}}\n  image: {{url: \"{ISO}\", format: live-iso}}\n"
+        "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: sneaky}}\nspec:\n  hostSelector: {{matchLabels: {{pool: web}}}}\n  userData: {{name: {CREDENTIALS}, namespace: infra}}\n  image: {{url: \"{iso}\", format: live-iso}}\n"
     );
     let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&sneaky));
     assert!(o.status.success(), "{}", out(&o));
@@ -293,6 +328,85 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
         "no image without its user data"
     );
     assert!(!emu.state(other).virtual_media.inserted);
+
+    // A claim whose image its host cannot take (the redfish provisioner boots live ISOs only):
+    // the tenant reads the cause, in its claim's terms; the host's own message (naming the
+    // provisioner) stays with the infrastructure team, as the search below shows.
+    let disk = format!(
+        "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: disk}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: disk}}}}\n  image: {{url: \"{DISK}\", format: qcow2, checksum: 0123456789abcdef0123456789abcdef, checksumType: md5}}\n"
+    );
+    let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&disk));
+    assert!(o.status.success(), "{}", out(&o));
+    wait(
+        "the disk claim says why its image cannot be deployed",
+        &s,
+        || {
+            let c = claim_json(&s, &alice, "tenant-a", "disk");
+            let (st, reason, msg) = condition(&c, "Provisioned");
+            st == "False"
+                && reason == "ImageFormatNotSupported"
+                && msg.contains("spec.image.format qcow2")
+                && msg.contains("live-iso")
+                && condition(&c, "Ready").1 == "ImageFormatNotSupported"
+        },
+    );
+    let host_error = || {
+        let h: Value =
+            serde_json::from_str(&s.ok(&["get", "bmh", "bm-2", "-n", "infra", "-o", "json"]))
+                .unwrap();
+        h["status"]["errorMessage"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let infra_reads = host_error();
+    assert!(
+        infra_reads.contains("redfish provisioner"),
+        "the infrastructure team has the full message: {infra_reads}"
+    );
+    assert!(!emu.state(2).virtual_media.inserted, "nothing booted");
+    let readable = tenant_readable(&s, &alice);
+    assert!(readable.contains("spec.image.format qcow2"), "{readable}");
+    nothing_of_the_infrastructure(&readable, &bmc_authority);
+
+    // An image the host's BMC cannot fetch (the image server answers 404, the BMC refuses the
+    // insert): the tenant is told its URL was refused, and none of the BMC's answer.
+    let missing = IMAGES.url("missing/tenant-live.iso");
+    as_tenant(
+        &s,
+        &alice,
+        &[
+            "patch",
+            "hostclaim",
+            "disk",
+            "--type",
+            "merge",
+            "-p",
+            &format!(
+                r#"{{"spec":{{"image":{{"url":"{missing}","format":"live-iso","checksum":null,"checksumType":null}}}}}}"#
+            ),
+        ],
+    );
+    let mut said = String::new();
+    wait("the disk claim says its image URL was refused", &s, || {
+        let (st, reason, msg) =
+            condition(&claim_json(&s, &alice, "tenant-a", "disk"), "Provisioned");
+        said = msg;
+        st == "False" && reason == "ImageURLRefused"
+    });
+    assert!(
+        said.contains(&format!("spec.image.url {missing:?}")),
+        "{said}"
+    );
+    let infra_reads = host_error();
+    assert!(
+        infra_reads.contains("HTTP 400") && infra_reads.contains(&bmc_authority),
+        "the infrastructure team has the BMC's answer: {infra_reads}"
+    );
+    let readable = tenant_readable(&s, &alice);
+    assert!(readable.contains("ImageURLRefused"), "{readable}");
+    assert!(!readable.contains("HTTP 400") && !readable.contains("Failed fetching"));
+    nothing_of_the_infrastructure(&readable, &bmc_authority);
 
     // A claim from a namespace no policy admits never binds, and says why.
     let o = s.kubectl_stdin(
@@ -353,27 +467,12 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
 
     // Everything the tenant can read, searched for the BMC's address, the credentials Secret's
     // name and its password.
-    let mut readable = String::new();
-    for args in [
-        &[
-            "get",
-            "hostclaims,secrets,hardwaredata,events",
-            "-o",
-            "json",
-        ][..],
-        &["get", "events.events.k8s.io", "-o", "json"],
-        &["describe", "hostclaims"],
-        &["get", "hostclaims", "-o", "wide"],
-    ] {
-        readable.push_str(&as_tenant(&s, &alice, args));
-    }
+    let readable = tenant_readable(&s, &alice);
     assert!(
         readable.contains("BareMetalHostAssociated"),
         "the search saw the claims"
     );
-    for secret in [bmc_authority.as_str(), PASSWORD, "redfish"] {
-        assert!(!readable.contains(secret), "the tenant can read {secret:?}");
-    }
+    nothing_of_the_infrastructure(&readable, &bmc_authority);
     // The credentials Secret's name appears only where the tenant wrote it itself (the sneaky
     // claim's spec), never in anything the system wrote.
     let claims: Value =
@@ -391,6 +490,30 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
         "{events}"
     );
 
+    // The tenant corrects its image: the host takes it and the claim goes on to Ready.
+    as_tenant(
+        &s,
+        &alice,
+        &[
+            "patch",
+            "hostclaim",
+            "disk",
+            "--type",
+            "merge",
+            "-p",
+            &format!(
+                r#"{{"spec":{{"image":{{"url":"{iso}","format":"live-iso","checksum":null,"checksumType":null}}}}}}"#
+            ),
+        ],
+    );
+    wait("the corrected claim provisioned and ready", &s, || {
+        let c = claim_json(&s, &alice, "tenant-a", "disk");
+        condition(&c, "Provisioned").0 == "True" && condition(&c, "Ready").0 == "True"
+    });
+    let bmc = emu.state(2);
+    assert!(bmc.virtual_media.inserted, "{:?}", bmc.actions);
+    assert_eq!(bmc.virtual_media.image.as_deref(), Some(iso.as_str()));
+
     // Release: the tenant deletes its claims; the host is deprovisioned and free again.
     as_tenant(
         &s,
@@ -400,6 +523,7 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
             "hostclaim",
             "sneaky",
             "web",
+            "disk",
             "--wait=true",
             "--timeout=120s",
         ],
@@ -463,6 +587,7 @@ fn consumers(s: &Serve) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_binding_and_mid_release_neither_doubles_nor_orphans() {
+    let iso = IMAGES.url("tenant-live.iso");
     const N: usize = 8;
     let emu = Emulator::start(
         EmulatorConfig {
@@ -520,7 +645,7 @@ async fn sigkill_mid_binding_and_mid_release_neither_doubles_nor_orphans() {
     let mut claims = String::new();
     for i in 0..N {
         claims.push_str(&format!(
-            "---\napiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: c-{i}, namespace: tenant-a}}\nspec:\n  poweredOn: true\n  userData: {{name: ud}}\n  image: {{url: \"{ISO}\", format: live-iso}}\n"
+            "---\napiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: c-{i}, namespace: tenant-a}}\nspec:\n  poweredOn: true\n  userData: {{name: ud}}\n  image: {{url: \"{iso}\", format: live-iso}}\n"
         ));
     }
     let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&claims));

@@ -17,6 +17,7 @@ pub mod redfish;
 pub use fixture::FixtureProvisioner;
 pub use redfish::{RedfishOptions, RedfishProvisioner};
 
+use ferrometal_api::spec_fault::SpecFault;
 use ferrometal_api::{
     AutomatedCleaningMode, BootMode, CustomDeploy, HardwareDetails, Image, InspectionMode,
     RootDeviceHints, annotations::Operation,
@@ -132,6 +133,10 @@ impl ErrorKind {
 pub struct ProvisionerError {
     pub kind: ErrorKind,
     pub message: String,
+    /// Set when the spec as written is the cause (the field it is about), not the BMC, the
+    /// network or the backend: such errors may be told to whoever wrote the spec (a claim's
+    /// tenant), in the spec's terms.
+    pub spec_fault: Option<SpecFault>,
 }
 
 impl ProvisionerError {
@@ -139,7 +144,14 @@ impl ProvisionerError {
         ProvisionerError {
             kind,
             message: message.into(),
+            spec_fault: None,
         }
+    }
+
+    /// Marks the error as caused by this field of the spec.
+    pub fn in_spec(mut self, fault: SpecFault) -> ProvisionerError {
+        self.spec_fault = Some(fault);
+        self
     }
 }
 

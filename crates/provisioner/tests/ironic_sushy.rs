@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use ferrometal_api::spec_fault::SpecFault;
 use ferrometal_api::{AutomatedCleaningMode, Image, ImageFormat, InspectionMode};
 use ferrometal_bmc::{BmcAddress, Credentials, PowerState};
 use ferrometal_provisioner::ironic::{IronicOptions, IronicProvisioner};
@@ -297,6 +298,10 @@ async fn cleaning_and_disk_images_reach_the_agent_ramdisk_when_it_is_configured(
     ] {
         assert!(err.message.contains(needed), "{needed} not in: {err}");
     }
+    assert_eq!(
+        err.spec_fault, None,
+        "cleaning is the installation's, not the spec's"
+    );
     assert_eq!(ironic.state("ns~clean").as_deref(), Some("manageable"));
 
     let mut image = network_boot("image", SYSTEM_1);
@@ -312,6 +317,7 @@ async fn cleaning_and_disk_images_reach_the_agent_ramdisk_when_it_is_configured(
         "{err}"
     );
     assert!(err.message.contains("live-iso"), "{err}");
+    assert_eq!(err.spec_fault, Some(SpecFault::ImageFormatNotSupported));
     assert_eq!(ironic.state("ns~image").as_deref(), Some("available"));
 
     // With the agent configured (as serve/controller do from the flags).

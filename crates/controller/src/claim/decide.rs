@@ -7,6 +7,7 @@ use ferrometal_api::{BareMetalHost, Condition, HostClaim, NamespacedRef, Provisi
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
+use super::host_error::{passed_on_image, provisioned_on_error};
 use crate::conditions::new as condition;
 use crate::forwarding::{DataKind, Markers, forward_annotations, forward_token, is_paused};
 use crate::merge_patch::merge_diff;
@@ -76,10 +77,7 @@ pub fn host_sync(
         if data.failed.is_none() {
             // Registry credentials are never passed on: the name would be read in the host's
             // namespace, where a tenant could name any infrastructure Secret.
-            let image = claim.spec.image.clone().map(|mut i| {
-                i.oci_auth_secret_name = None;
-                i
-            });
+            let image = passed_on_image(claim);
             let want_image = serde_json::to_value(&image).unwrap_or(Value::Null);
             let have_image = serde_json::to_value(&host.spec.image).unwrap_or(Value::Null);
             // A merge patch: fields the claim dropped (a checksum set to null) go as nulls, or
@@ -161,27 +159,15 @@ fn provisioned(claim: &HostClaim, host: &BareMetalHost) -> Condition {
     let state = host.state();
     let status = host.status.clone().unwrap_or_default();
     let wants_image = claim.spec.image.is_some() || claim.spec.custom_deploy.is_some();
-    if let Some(t) = status.error_type {
-        return condition(
-            c::PROVISIONED,
-            false,
-            "HostError",
-            format!(
-                "the host reports a {} (the infrastructure team is told)",
-                t.as_str()
-            ),
-        );
+    if status.error_type.is_some() {
+        // The cause when the claim's own spec is it; otherwise only that there is an error.
+        return provisioned_on_error(claim, host);
     }
     match state {
         ProvisioningState::Provisioned | ProvisioningState::ExternallyProvisioned
             if wants_image =>
         {
-            // As passed on: registry credentials never reach the host.
-            let wanted = claim.spec.image.clone().map(|mut i| {
-                i.oci_auth_secret_name = None;
-                i
-            });
-            let same = status.provisioning.image == wanted
+            let same = status.provisioning.image == passed_on_image(claim)
                 && status.provisioning.custom_deploy == claim.spec.custom_deploy;
             if same || state == ProvisioningState::ExternallyProvisioned {
                 condition(c::PROVISIONED, true, "Provisioned", "")

@@ -1,5 +1,6 @@
 use super::*;
 use ferrometal_api::claim::conditions as c;
+use ferrometal_api::spec_fault::SpecFault;
 use serde_json::json;
 
 fn claim(spec: Value, annotations: Value) -> HostClaim {
@@ -388,4 +389,215 @@ fn release_steps() {
     // Nothing of ours left.
     let h = host(json!({"online": false}), "available", json!({}));
     assert_eq!(release(&h), Release::Done);
+}
+
+const DISK: &str = "http://images/disk.qcow2";
+
+fn disk() -> Value {
+    json!({"url": DISK, "format": "qcow2", "checksum": "abc", "checksumType": "sha256"})
+}
+
+/// A host given `spec` by its claim, in error with `message`, marked as the spec's (`fault`)
+/// or not.
+fn host_in_error(
+    spec: Value,
+    error_type: ferrometal_api::ErrorType,
+    message: &str,
+    fault: Option<SpecFault>,
+) -> BareMetalHost {
+    let mut h = host(spec, "provisioning", json!({}));
+    let st = h.status.as_mut().unwrap();
+    st.error_type = Some(error_type);
+    st.error_message = message.into();
+    st.provisioning_fail_count = 5;
+    crate::conditions::set_spec_fault(st, fault, Some(1), "2026-11-23T00:00:00Z");
+    h
+}
+
+#[test]
+fn the_tenant_is_told_errors_of_its_own_spec_and_nothing_of_the_infrastructure() {
+    use ferrometal_api::ErrorType::{Provisioning, Registration};
+    use ferrometal_api::spec_fault::DataField;
+    let ud_copy = json!({"namespace": "infra", "name": "bm-1-userdata"});
+    // Text only the infrastructure team may read: in the hosts' messages, never in the claims.
+    let infra_only = [
+        "10.0.0.9",
+        "redfish",
+        "ironic",
+        "infra/",
+        "bm-1",
+        "VirtualMedia",
+        "s3cret",
+        "node-2-bmc",
+    ];
+    // (name, claim spec, host spec, error type, host message, mark, expected reason, expected
+    //  in the message)
+    type Row<'a> = (
+        &'a str,
+        Value,
+        Value,
+        ferrometal_api::ErrorType,
+        &'a str,
+        Option<SpecFault>,
+        &'a str,
+        Vec<&'a str>,
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "a disk image on a live-iso-only host: the format is named",
+            json!({"image": disk()}),
+            json!({"image": disk()}),
+            Provisioning,
+            "image format qcow2 needs the ironic provisioner; the redfish provisioner boots live-iso images only",
+            Some(SpecFault::ImageFormatNotSupported),
+            "ImageFormatNotSupported",
+            vec!["spec.image.format qcow2", "live-iso"],
+        ),
+        (
+            "registry credentials the claim named are not passed on, and the match still holds",
+            json!({"image": {"url": DISK, "format": "qcow2", "checksum": "abc", "ociAuthSecretName": "node-2-bmc"}}),
+            json!({"image": {"url": DISK, "format": "qcow2", "checksum": "abc"}}),
+            Provisioning,
+            "image format qcow2 needs the ironic provisioner",
+            Some(SpecFault::ImageFormatNotSupported),
+            "ImageFormatNotSupported",
+            vec!["spec.image.format qcow2"],
+        ),
+        (
+            "a custom deploy on a live-iso-only host: the method is named",
+            json!({"customDeploy": {"method": "install_coreos"}}),
+            json!({"customDeploy": {"method": "install_coreos"}}),
+            Provisioning,
+            "custom deploy method \"install_coreos\" needs the ironic provisioner",
+            Some(SpecFault::CustomDeployNotSupported),
+            "CustomDeployNotSupported",
+            vec!["spec.customDeploy.method \"install_coreos\""],
+        ),
+        (
+            "an image URL the BMC refused: the tenant's URL, not the BMC's answer",
+            json!({"image": image()}),
+            json!({"image": image()}),
+            Provisioning,
+            "BMC 10.0.0.9:443 answered HTTP 400 to POST /redfish/v1/Managers/1/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia: s3cret",
+            Some(SpecFault::ImageUrlRefused),
+            "ImageURLRefused",
+            vec![ISO, "spec.image.url"],
+        ),
+        (
+            "a disk image without a checksum",
+            json!({"image": disk()}),
+            json!({"image": disk()}),
+            Provisioning,
+            "image http://images/disk.qcow2 has no checksum (only live-iso images may omit it)",
+            Some(SpecFault::ImageChecksumMissing),
+            "ImageChecksumMissing",
+            vec!["spec.image.checksum", "qcow2"],
+        ),
+        (
+            "user data without its key: the tenant's Secret, not the host's copy",
+            json!({"image": image(), "userData": {"name": "web-ud"}}),
+            json!({"image": image(), "userData": ud_copy}),
+            Provisioning,
+            "spec.userData: Secret infra/bm-1-userdata has no \"userData\" or \"value\" key",
+            Some(SpecFault::DataSecretKeyMissing(DataField::UserData)),
+            "UserDataSecretKeyMissing",
+            vec!["spec.userData: Secret \"web-ud\" has no \"userData\" or \"value\" key"],
+        ),
+        (
+            "the host's copy of the user data gone",
+            json!({"image": image(), "userData": {"name": "web-ud"}}),
+            json!({"image": image(), "userData": ud_copy}),
+            Provisioning,
+            "spec.userData: Secret infra/bm-1-userdata not found",
+            Some(SpecFault::DataSecretMissing(DataField::UserData)),
+            "UserDataSecretMissing",
+            vec!["Secret \"web-ud\"", "copied again"],
+        ),
+        (
+            "the retry limit: the image is the tenant's to change",
+            json!({"image": image()}),
+            json!({"image": image()}),
+            Provisioning,
+            "provisioning failed 5 times, retry limit (5) reached; change image or reset provisioningFailCount to retry",
+            Some(SpecFault::RetryLimitReached),
+            "ProvisioningRetryLimitReached",
+            vec!["failed 5 times", "change spec.image"],
+        ),
+        (
+            "an error not marked as the spec's: only that there is one",
+            json!({"image": image()}),
+            json!({"image": image()}),
+            Registration,
+            "BMC 10.0.0.9:443 rejected the credentials",
+            None,
+            "HostError",
+            vec!["the host reports a registration error (the infrastructure team is told)"],
+        ),
+        (
+            "a mark about a data field the claim never named: not the claim's",
+            json!({"image": image()}),
+            json!({"image": image(), "userData": ud_copy}),
+            Provisioning,
+            "spec.userData: Secret infra/bm-1-userdata not found",
+            Some(SpecFault::DataSecretMissing(DataField::UserData)),
+            "HostError",
+            vec!["provisioning error"],
+        ),
+        (
+            "the claim changed its image and the host has not taken it yet: not the claim's",
+            json!({"image": image()}),
+            json!({"image": disk()}),
+            Provisioning,
+            "image format qcow2 needs the ironic provisioner",
+            Some(SpecFault::ImageFormatNotSupported),
+            "HostError",
+            vec!["provisioning error"],
+        ),
+    ];
+    let data = DataSync::default();
+    for (name, cspec, hspec, error_type, message, fault, reason, said) in rows {
+        let cl = claim(cspec, json!({}));
+        let h = host_in_error(hspec, error_type, message, fault);
+        let st = status(StatusInput {
+            claim: &cl,
+            binding: Binding::Bound(&h),
+            no_host: "",
+            data: &data,
+            sync_error: None,
+            deleting: None,
+            hardware_data: None,
+            now: "2026-11-23T00:00:00Z",
+        });
+        let p = st.condition(c::PROVISIONED).unwrap();
+        assert_eq!(
+            (p.status.as_str(), p.reason.as_str()),
+            ("False", reason),
+            "{name}"
+        );
+        for s in said {
+            assert!(
+                p.message.contains(s),
+                "{name}: {s:?} not in {:?}",
+                p.message
+            );
+        }
+        assert_eq!(cond(&st, c::READY), ("False", reason), "{name}");
+        // (status.bareMetalHost names the host, as metal3's claim does; the words do not.)
+        let all = serde_json::to_string(&st.conditions).unwrap();
+        for secret in infra_only {
+            assert!(!all.contains(secret), "{name}: {secret:?} in {all}");
+        }
+    }
+    // A mark left from an earlier error never classifies a newer one.
+    let cl = claim(json!({"image": disk()}), json!({}));
+    let mut h = host_in_error(
+        json!({"image": disk()}),
+        Provisioning,
+        "image format qcow2 needs the ironic provisioner",
+        Some(SpecFault::ImageFormatNotSupported),
+    );
+    h.status.as_mut().unwrap().error_message = "BMC 10.0.0.9:443 is unreachable".into();
+    let p = provisioned(&cl, &h);
+    assert_eq!(p.reason, "HostError");
+    assert!(!p.message.contains("10.0.0.9"), "{}", p.message);
 }

@@ -11,6 +11,7 @@ mod bind;
 pub mod context;
 mod copies;
 pub mod decide;
+mod host_error;
 pub mod reconcile;
 mod release;
 pub mod select;

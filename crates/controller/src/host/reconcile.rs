@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrometal_api::annotations as ann;
+use ferrometal_api::spec_fault::{DataField, SpecFault};
 use ferrometal_api::{BareMetalHost, ProvisioningState};
 use ferrometal_bmc::Credentials;
 use ferrometal_provisioner::{Deployment, ErrorKind, ProvisionerError, Step};
@@ -161,12 +162,13 @@ const DETACHED_BACKSTOP: Duration = Duration::from_secs(300);
 async fn data_secret(
     ctx: &HostContext,
     host: &BareMetalHost,
-    field: &str,
+    kind: DataField,
     reference: &Option<SecretReference>,
 ) -> Result<Option<String>, ProvisionerError> {
     let Some(name) = reference.as_ref().and_then(|r| r.name.clone()) else {
         return Ok(None);
     };
+    let field = kind.field();
     let ns = host.namespace_or_default();
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
     let secret = api.get_opt(&name).await.map_err(|e| {
@@ -180,6 +182,7 @@ async fn data_secret(
             ErrorKind::InvalidInput,
             format!("spec.{field}: Secret {ns}/{name} not found"),
         )
+        .in_spec(SpecFault::DataSecretMissing(kind))
     })?;
     let data = secret.data.unwrap_or_default();
     let value = data
@@ -190,6 +193,7 @@ async fn data_secret(
                 ErrorKind::InvalidInput,
                 format!("spec.{field}: Secret {ns}/{name} has no {field:?} or \"value\" key"),
             )
+            .in_spec(SpecFault::DataSecretKeyMissing(kind))
         })?;
     Ok(Some(String::from_utf8_lossy(&value.0).into_owned()))
 }
@@ -201,9 +205,10 @@ async fn deployment(
     Ok(Deployment {
         image: host.spec.image.clone(),
         custom_deploy: host.spec.custom_deploy.clone(),
-        user_data: data_secret(ctx, host, "userData", &host.spec.user_data).await?,
-        network_data: data_secret(ctx, host, "networkData", &host.spec.network_data).await?,
-        meta_data: data_secret(ctx, host, "metaData", &host.spec.meta_data).await?,
+        user_data: data_secret(ctx, host, DataField::UserData, &host.spec.user_data).await?,
+        network_data: data_secret(ctx, host, DataField::NetworkData, &host.spec.network_data)
+            .await?,
+        meta_data: data_secret(ctx, host, DataField::MetaData, &host.spec.meta_data).await?,
     })
 }
 

@@ -2,6 +2,7 @@
 //! interfaces per BMC scheme, driver_info, instance_info, configdrive, root device hints, and
 //! inspection inventory back into `HardwareDetails`. No I/O here, so all of it is unit-tested.
 
+use ferrometal_api::spec_fault::SpecFault;
 use ferrometal_api::{
     AutomatedCleaningMode, BootMode, ChecksumType, CpuDetails, DiskType, HardwareDetails,
     HardwareSystemVendor, ImageFormat, NicDetails, RootDeviceHints, StorageDetails,
@@ -243,7 +244,7 @@ fn deploy_method(host: &HostInfo, deployment: &Deployment) -> Result<DeploySpec>
         return Err(invalid("no image to provision"));
     };
     if image.url.trim().is_empty() {
-        return Err(invalid("image.url is empty"));
+        return Err(invalid("image.url is empty").in_spec(SpecFault::ImageUrlEmpty));
     }
     if image.is_live_iso() {
         // A live ISO boots from the BMC's virtual media with Ironic's ramdisk deploy; there is
@@ -273,7 +274,8 @@ fn deploy_method(host: &HostInfo, deployment: &Deployment) -> Result<DeploySpec>
         return Err(invalid(format!(
             "image {} has no checksum (only live-iso images may omit it)",
             image.url
-        )));
+        ))
+        .in_spec(SpecFault::ImageChecksumMissing));
     }
     let is_url = checksum.starts_with("http://") || checksum.starts_with("https://");
     match image.checksum_type {
@@ -670,7 +672,7 @@ mod tests {
             &image("http://i/l.iso", Some(ImageFormat::LiveIso), None),
         )
         .unwrap_err();
-        assert_eq!(err.kind, ErrorKind::Unsupported);
+        assert_eq!((err.kind, err.spec_fault), (ErrorKind::Unsupported, None));
 
         let disk = deploy_spec(
             &rf,
@@ -699,7 +701,8 @@ mod tests {
         assert_eq!(md5.instance_info["image_checksum"], "http://i/d.md5");
 
         let err = deploy_spec(&rf, &image("http://i/d.raw", None, None)).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::InvalidInput);
+        let fault = Some(SpecFault::ImageChecksumMissing);
+        assert_eq!((err.kind, err.spec_fault), (ErrorKind::InvalidInput, fault));
 
         let custom = Deployment {
             custom_deploy: Some(CustomDeploy {

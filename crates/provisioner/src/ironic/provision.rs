@@ -3,6 +3,7 @@
 //! agent ramdisk is configured.
 
 use ferrometal_api::AutomatedCleaningMode;
+use ferrometal_api::spec_fault::SpecFault;
 use serde_json::{Value, json};
 
 use super::errors::Inner;
@@ -15,7 +16,12 @@ impl IronicProvisioner {
     /// Refuses `what` (cleaning, disk-image and custom deploys all run inside Ironic's agent)
     /// when no agent ramdisk is configured for this host's boot interface, naming the flags to
     /// set: Ironic would otherwise fail each attempt with "Missing are: deploy_kernel...".
-    fn need_agent(&self, host: &HostInfo, what: &str, alternative: &str) -> Inner<()> {
+    fn need_agent(
+        &self,
+        host: &HostInfo,
+        what: &str,
+        alternative: &str,
+    ) -> Result<(), ProvisionerError> {
         let o = &self.options;
         let network = o.deploy_kernel.is_some() && o.deploy_ramdisk.is_some();
         let d = node::driver_for(host.bmc.flavour);
@@ -30,8 +36,7 @@ impl IronicProvisioner {
                  --deploy-kernel-url and --deploy-ramdisk-url (or --deploy-iso-url for a virtual-media BMC; \
                  environment DEPLOY_KERNEL_URL, DEPLOY_RAMDISK_URL, DEPLOY_ISO_URL), {alternative}"
             ),
-        )
-        .into())
+        ))
     }
 
     pub(super) async fn do_prepare(&self, host: &HostInfo) -> Inner<Step> {
@@ -83,12 +88,15 @@ impl IronicProvisioner {
     ) -> Inner<Step> {
         let spec = node::deploy_spec(host, deployment)?;
         if spec.deploy_interface != "ramdisk" {
-            let what = if spec.deploy_step.is_some() {
-                "a custom deploy"
+            // Without an agent only live-iso images deploy here: the spec asks for what this
+            // installation cannot do, which whoever wrote the spec may be told.
+            let (what, fault) = if spec.deploy_step.is_some() {
+                ("a custom deploy", SpecFault::CustomDeployNotSupported)
             } else {
-                "writing a disk image"
+                ("writing a disk image", SpecFault::ImageFormatNotSupported)
             };
-            self.need_agent(host, what, "or deploy a live-iso image")?;
+            self.need_agent(host, what, "or deploy a live-iso image")
+                .map_err(|e| e.in_spec(fault))?;
         }
         let mut memo = self.memo(&host.key).await;
         let Some(node) = self.require(host, &mut memo).await? else {

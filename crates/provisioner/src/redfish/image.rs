@@ -2,7 +2,8 @@
 //! media.
 
 use ferrometal_api::ImageFormat;
-use ferrometal_bmc::Protocol;
+use ferrometal_api::spec_fault::SpecFault;
+use ferrometal_bmc::{BmcError, Protocol};
 
 use super::provisioner::unsupported;
 use crate::{Deployment, ErrorKind, HostInfo, ProvisionerError, Result};
@@ -14,7 +15,8 @@ pub fn live_iso_url<'a>(host: &HostInfo, deployment: &'a Deployment) -> Result<&
             Some(custom) => unsupported(format!(
                 "custom deploy method {:?} needs the ironic provisioner; the redfish provisioner boots live-iso images only",
                 custom.method
-            )),
+            ))
+            .in_spec(SpecFault::CustomDeployNotSupported),
             None => ProvisionerError::new(ErrorKind::InvalidInput, "no image to provision"),
         });
     };
@@ -35,13 +37,33 @@ pub fn live_iso_url<'a>(host: &HostInfo, deployment: &'a Deployment) -> Result<&
         };
         return Err(unsupported(format!(
             "image format {format} needs the ironic provisioner; the redfish provisioner boots live-iso images only"
-        )));
+        ))
+        .in_spec(SpecFault::ImageFormatNotSupported));
     }
     if image.url.trim().is_empty() {
-        return Err(ProvisionerError::new(
-            ErrorKind::InvalidInput,
-            "image.url is empty",
-        ));
+        return Err(
+            ProvisionerError::new(ErrorKind::InvalidInput, "image.url is empty")
+                .in_spec(SpecFault::ImageUrlEmpty),
+        );
     }
     Ok(&image.url)
+}
+
+/// A failed virtual media insert. A client error in answer (400, 422: Redfish's
+/// `ActionParameterValueFormatError` and kin) is the BMC refusing the image URL itself; anything
+/// else (unreachable, 5xx, 401, 404 on the action) is the BMC's or the network's.
+pub(super) fn insert_error(e: BmcError) -> ProvisionerError {
+    let refused = matches!(
+        e,
+        BmcError::Http {
+            status: 400 | 422,
+            ..
+        }
+    );
+    let err = ProvisionerError::from(e);
+    if refused {
+        err.in_spec(SpecFault::ImageUrlRefused)
+    } else {
+        err
+    }
 }

@@ -138,7 +138,7 @@ impl Provisioner for RedfishProvisioner {
                     waiting => Ok(waiting),
                 };
             }
-            bmc.insert_media(url).await?;
+            bmc.insert_media(url).await.map_err(image::insert_error)?;
             let progress = st.deploy.as_mut().expect("set above");
             progress.inserted = true;
             progress.boot_set = false;
@@ -348,6 +348,7 @@ impl Provisioner for RedfishProvisioner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferrometal_api::spec_fault::SpecFault;
     use ferrometal_api::{CustomDeploy, Image, ImageFormat};
     use ferrometal_bmc::{BmcAddress, Credentials};
 
@@ -393,6 +394,7 @@ mod tests {
             err.message,
             "image format qcow2 needs the ironic provisioner; the redfish provisioner boots live-iso images only"
         );
+        assert_eq!(err.spec_fault, Some(SpecFault::ImageFormatNotSupported));
         let err = live_iso_url(&rf, &image(None)).unwrap_err();
         assert!(err.message.contains("(unset)"), "{err}");
 
@@ -403,6 +405,7 @@ mod tests {
             err.message.contains("IPMI") && err.message.contains("10.0.0.2"),
             "{err}"
         );
+        assert_eq!(err.spec_fault, None, "the host's BMC, not the spec");
 
         let custom = Deployment {
             custom_deploy: Some(CustomDeploy {
@@ -413,8 +416,50 @@ mod tests {
         let err = live_iso_url(&rf, &custom).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Unsupported);
         assert!(err.message.contains("install_coreos"), "{err}");
+        assert_eq!(err.spec_fault, Some(SpecFault::CustomDeployNotSupported));
         let err = live_iso_url(&rf, &Deployment::default()).unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidInput);
+        let mut empty = image(Some(ImageFormat::LiveIso));
+        empty.image.as_mut().unwrap().url = " ".into();
+        let err = live_iso_url(&rf, &empty).unwrap_err();
+        assert_eq!(err.spec_fault, Some(SpecFault::ImageUrlEmpty));
+    }
+
+    #[test]
+    fn only_an_insert_refused_as_a_bad_request_is_the_image_urls_fault() {
+        let http = |status| BmcError::Http {
+            bmc: "10.0.0.1:443".into(),
+            status,
+            operation: "POST .../VirtualMedia.InsertMedia".into(),
+            message: "Base.1.8.ActionParameterValueFormatError".into(),
+        };
+        for (e, fault) in [
+            (http(400), Some(SpecFault::ImageUrlRefused)),
+            (http(422), Some(SpecFault::ImageUrlRefused)),
+            (http(404), None),
+            (http(500), None),
+            (
+                BmcError::Unauthorized {
+                    bmc: "10.0.0.1:443".into(),
+                },
+                None,
+            ),
+            (
+                BmcError::Unreachable {
+                    bmc: "10.0.0.1:443".into(),
+                    reason: "refused".into(),
+                },
+                None,
+            ),
+        ] {
+            let err = image::insert_error(e.clone());
+            assert_eq!(err.spec_fault, fault, "{e}");
+            assert_eq!(
+                err.message,
+                e.to_string(),
+                "the infra team's message is unchanged"
+            );
+        }
     }
 
     #[tokio::test]

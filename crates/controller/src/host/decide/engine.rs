@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use ferrometal_api::annotations as ann;
+use ferrometal_api::spec_fault::SpecFault;
 use ferrometal_api::{
     BareMetalHostSpec, BareMetalHostStatus, CredentialsStatus, ErrorType, InspectionMode,
     OperationMetric, OperationalStatus, ProvisioningState,
@@ -278,6 +279,7 @@ impl<'a, 'b> Engine<'a, 'b> {
         self.st.error_count = self.st.error_count.saturating_add(1);
         self.st.operational_status = OperationalStatus::Error;
         self.d.error_category = Some(category);
+        self.mark_spec_fault(None);
         let reason: String = error_type
             .as_str()
             .split(' ')
@@ -297,7 +299,16 @@ impl<'a, 'b> Engine<'a, 'b> {
         if e.kind == ErrorKind::Unsupported {
             return self.blocked(error_type, e);
         }
-        self.fail(error_type, e.message.clone(), e.kind.as_str())
+        let flow = self.fail(error_type, e.message.clone(), e.kind.as_str());
+        self.mark_spec_fault(e.spec_fault);
+        flow
+    }
+
+    /// Records (or clears) which field of the spec the error just set is about, for readers
+    /// that may be told spec errors and nothing else (a HostClaim's tenant).
+    pub(super) fn mark_spec_fault(&mut self, fault: Option<SpecFault>) {
+        let now = rfc3339(self.input.now);
+        conditions::set_spec_fault(&mut self.st, fault, self.input.generation, &now);
     }
 
     /// A failure retrying cannot fix (the provisioner cannot do what the spec asks, or lacks
@@ -311,6 +322,7 @@ impl<'a, 'b> Engine<'a, 'b> {
             self.st.operational_status = OperationalStatus::Error;
             self.warning("Blocked", e.message.clone());
         }
+        self.mark_spec_fault(e.spec_fault);
         self.d.error_category = Some(e.kind.as_str());
         let now = rfc3339(self.input.now);
         conditions::set_blocked(
@@ -325,6 +337,7 @@ impl<'a, 'b> Engine<'a, 'b> {
 
     pub(super) fn clear_error(&mut self) {
         conditions::clear_blocked(&mut self.st);
+        self.mark_spec_fault(None);
         self.st.error_type = None;
         self.st.error_message.clear();
         self.st.error_count = 0;

@@ -2,6 +2,7 @@
 //! provisioned hosts, and externally provisioned hosts.
 
 use ferrometal_api::annotations as ann;
+use ferrometal_api::spec_fault::SpecFault;
 use ferrometal_api::{ErrorType, OperationalStatus, ProvisioningState};
 use ferrometal_provisioner::ErrorKind;
 
@@ -60,6 +61,8 @@ impl Engine<'_, '_> {
                     self.st.error_type = Some(ErrorType::Provisioning);
                     self.st.error_message = message.clone();
                     self.st.operational_status = OperationalStatus::Error;
+                    // Only another image gets further attempts: the spec's to change.
+                    self.mark_spec_fault(Some(SpecFault::RetryLimitReached));
                     self.warning("ProvisioningError", message);
                 }
                 return self.steady_state();

@@ -2,6 +2,8 @@
 //! credentials Secrets, restarts, and the provisioning retry limit.
 
 use super::*;
+use crate::conditions::{SPEC_ERROR, set_spec_fault, spec_fault};
+use ferrometal_api::spec_fault::{DataField, SpecFault};
 
 #[test]
 fn errors_and_credentials() {
@@ -303,4 +305,129 @@ fn errors_and_credentials() {
             },
         ),
     ]);
+}
+
+fn provisioning(tweak: fn(&mut Fx)) -> Fx {
+    with(fx(S::Provisioning), |f| {
+        f.spec.image = Some(image("http://img/a.qcow2"));
+        f.status_mut().operation_history.provision.start = Some("t".into());
+        tweak(f);
+    })
+}
+
+fn failed_in_spec(kind: ErrorKind, msg: &str, fault: SpecFault) -> Outcome {
+    Outcome::Failed(ProvisionerError::new(kind, msg).in_spec(fault))
+}
+
+/// A previous error marked as the spec's, still recorded.
+fn with_spec_error(f: &mut Fx) {
+    let s = f.status_mut();
+    s.error_type = Some(ErrorType::Provisioning);
+    s.error_message = "image format qcow2 needs the ironic provisioner".into();
+    s.operational_status = OperationalStatus::Error;
+    set_spec_fault(
+        s,
+        Some(SpecFault::ImageFormatNotSupported),
+        Some(1),
+        "2025-12-31T00:00:00Z",
+    );
+}
+
+#[test]
+fn errors_caused_by_the_spec_are_marked_as_such() {
+    check_all(vec![
+        case(
+            "an image format the provisioner cannot deploy → blocked, marked as the spec's",
+            provisioning(|_| {}),
+            Some(Call::Provision),
+            Some(failed_in_spec(
+                ErrorKind::Unsupported,
+                "image format qcow2 needs the ironic provisioner",
+                SpecFault::ImageFormatNotSupported,
+            )),
+            |d| {
+                let s = st(d);
+                assert_eq!(s.error_type, Some(ErrorType::Provisioning));
+                assert!(condition(&s.conditions, BLOCKED).is_some());
+                assert_eq!(spec_fault(s), Some(SpecFault::ImageFormatNotSupported));
+                let c = condition(&s.conditions, SPEC_ERROR).unwrap();
+                assert_eq!(
+                    (c.status.as_str(), c.reason.as_str()),
+                    ("True", "ImageFormatNotSupported")
+                );
+                assert_eq!(c.message, s.error_message, "names the error it classifies");
+            },
+        ),
+        case(
+            "a data Secret without its key → an ordinary failure, marked as the spec's",
+            provisioning(|_| {}),
+            Some(Call::Provision),
+            Some(failed_in_spec(
+                ErrorKind::InvalidInput,
+                "spec.userData: Secret ns/h-userdata has no \"userData\" or \"value\" key",
+                SpecFault::DataSecretKeyMissing(DataField::UserData),
+            )),
+            |d| {
+                let s = st(d);
+                assert_eq!(s.error_count, 1);
+                assert_eq!(
+                    spec_fault(s),
+                    Some(SpecFault::DataSecretKeyMissing(DataField::UserData))
+                );
+            },
+        ),
+        case(
+            "a BMC failure after a spec error → the mark goes with the old error",
+            provisioning(with_spec_error),
+            Some(Call::Provision),
+            Some(failed(
+                ErrorKind::Failed,
+                "BMC 10.0.0.9:443 answered HTTP 400 to PATCH /redfish/v1/Systems/1",
+            )),
+            |d| {
+                let s = st(d);
+                assert!(s.error_message.contains("10.0.0.9"));
+                assert_eq!(spec_fault(s), None);
+                assert!(condition(&s.conditions, SPEC_ERROR).is_none());
+            },
+        ),
+        case(
+            "provisioned after a spec error → error and mark cleared",
+            provisioning(with_spec_error),
+            Some(Call::Provision),
+            Some(Outcome::Done),
+            |d| {
+                let s = st(d);
+                assert_eq!(s.error_type, None);
+                assert!(condition(&s.conditions, SPEC_ERROR).is_none());
+            },
+        ),
+        case(
+            "available at the retry limit → the image is the spec's to change",
+            with(fx(S::Available), |f| {
+                f.spec.image = Some(image("http://img/a.iso"));
+                f.status_mut().provisioning_fail_count = 5;
+                f.status_mut().last_attempted_image = Some(image("http://img/a.iso"));
+            }),
+            None,
+            None,
+            |d| assert_eq!(spec_fault(st(d)), Some(SpecFault::RetryLimitReached)),
+        ),
+    ]);
+}
+
+#[test]
+fn a_mark_that_classifies_another_message_is_not_read() {
+    let mut f = provisioning(with_spec_error);
+    let s = f.status_mut();
+    assert_eq!(spec_fault(s), Some(SpecFault::ImageFormatNotSupported));
+    s.error_message = "BMC 10.0.0.9:443 is unreachable".into();
+    assert_eq!(
+        spec_fault(s),
+        None,
+        "a newer error, written without the mark"
+    );
+    s.error_type = None;
+    s.error_message.clear();
+    assert_eq!(spec_fault(s), None, "no error at all");
 }
