@@ -12,6 +12,7 @@ use ferrometal_api::{BareMetalHost, ErrorType, OperationalStatus, ProvisioningSt
 use ferrometal_bmc::RequestCounter;
 use ferrometal_emulator::{Emulator, EmulatorConfig, Fault};
 use ferrometal_provisioner::redfish::{RedfishOptions, RedfishProvisioner};
+use ferrometal_test_support::images::ImageServer;
 use ferrometal_test_support::peers;
 use kube::api::DeleteParams;
 use serde_json::json;
@@ -196,7 +197,8 @@ async fn full_lifecycle_on_the_emulator() {
     );
 
     // Provision a live ISO: media, one-time Cd boot and power on, all seen on the BMC.
-    let url = "http://127.0.0.1:1/live.iso";
+    let images = ImageServer::start();
+    let url = &*images.url("live.iso");
     stack
         .patch(
             "node",
@@ -249,6 +251,65 @@ async fn full_lifecycle_on_the_emulator() {
             stack.event_reasons("node").await
         );
     }
+}
+
+/// The BMC fetches the image it is told to insert, as real BMCs do: an image URL nothing serves
+/// is refused there, and the host says so (error, Warning Event) instead of "provisioned".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_nothing_serves_is_refused_and_reported() {
+    let emu = emulator(1, 0).await;
+    let images = ImageServer::start();
+    let (stack, _requests) = redfish_stack().await;
+    stack.secret("bmc", "password").await;
+    stack
+        .host("node", &redfish(&emu, 0), "bmc", json!({}))
+        .await;
+    stack
+        .wait("node", "available", |h| state(h) == S::Available)
+        .await;
+
+    let missing = images.url("missing/live.iso");
+    stack
+        .patch(
+            "node",
+            json!({"spec": {"online": true, "image": {"url": missing, "format": "live-iso"}}}),
+        )
+        .await;
+    let host = stack
+        .wait("node", "a provisioning error", |h| {
+            h.status
+                .as_ref()
+                .is_some_and(|s| s.error_type == Some(ErrorType::Provisioning))
+        })
+        .await;
+    assert_ne!(state(&host), S::Provisioned);
+    let status = host.status.unwrap();
+    assert!(
+        status.error_message.contains(&missing) && status.error_message.contains("404"),
+        "{}",
+        status.error_message
+    );
+    stack.wait_event("node", "ProvisioningError").await;
+    // On the BMC: the insert was refused and nothing is mounted.
+    let bmc = emu.state(0);
+    assert!(!bmc.virtual_media.inserted, "{:?}", bmc.virtual_media);
+    assert!(
+        count(&bmc.actions, "InsertMediaFailed") >= 1,
+        "{:?}",
+        bmc.actions
+    );
+
+    // Served now (the URL fixed): provisioned, and the image is what the BMC has mounted.
+    let served = images.url("live.iso");
+    stack
+        .patch("node", json!({"spec": {"image": {"url": served}}}))
+        .await;
+    stack
+        .wait("node", "provisioned", |h| state(h) == S::Provisioned)
+        .await;
+    let bmc = emu.state(0);
+    assert!(bmc.virtual_media.inserted);
+    assert_eq!(bmc.virtual_media.image.as_deref(), Some(&*served));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

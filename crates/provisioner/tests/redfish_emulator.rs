@@ -12,8 +12,12 @@ use ferrometal_provisioner::redfish::{RedfishOptions, RedfishProvisioner};
 use ferrometal_provisioner::{
     Deployment, ErrorKind, HostInfo, PowerOffMode, Provisioner, Registration, Step,
 };
+use ferrometal_test_support::images::ImageServer;
 
-const ISO: &str = "http://127.0.0.1:1/images/live.iso";
+/// Served for the whole test binary: the emulator fetches what it is told to insert.
+static IMAGES: std::sync::LazyLock<ImageServer> = std::sync::LazyLock::new(ImageServer::start);
+static ISO: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| IMAGES.url("images/live.iso"));
 
 async fn emulator(systems: usize, initial_power: EmuPower, power_delay: Duration) -> Emulator {
     Emulator::start(
@@ -61,7 +65,7 @@ static ISO_DEPLOYMENT: std::sync::LazyLock<Deployment> = std::sync::LazyLock::ne
 fn live_iso() -> Deployment {
     Deployment {
         image: Some(Image {
-            url: ISO.into(),
+            url: ISO.clone(),
             checksum: None,
             checksum_type: None,
             format: Some(ImageFormat::LiveIso),
@@ -244,7 +248,7 @@ async fn provision_boots_the_live_iso_from_virtual_media() {
     until_done("provision sys-0", || p.provision(&h, &ISO_DEPLOYMENT)).await;
     let s = emu.state(0);
     assert!(s.virtual_media.inserted);
-    assert_eq!(s.virtual_media.image.as_deref(), Some(ISO));
+    assert_eq!(s.virtual_media.image.as_deref(), Some(&**ISO));
     assert_eq!(s.power_state, EmuPower::On);
     assert_eq!(s.last_boot_source.as_deref(), Some("Cd"));
     assert_eq!(s.boot.mode, "UEFI");
@@ -504,6 +508,41 @@ async fn images_the_backend_cannot_boot_are_refused_before_any_request() {
     assert_eq!(err.kind, ErrorKind::Unsupported);
     assert!(err.message.contains("IPMI"), "{err}");
     assert_eq!(emu.counters().total, 0);
+}
+
+/// The emulator fetches what it inserts, as BMCs do: an image nothing serves fails the provision
+/// step as a failed attempt (counted towards the retry limit), with the BMC's words and the URL,
+/// and nothing stays mounted. Served again, the same host provisions.
+#[tokio::test]
+async fn an_image_nothing_serves_fails_the_attempt() {
+    let emu = emulator(1, EmuPower::Off, Duration::ZERO).await;
+    let p = RedfishProvisioner::new(options());
+    let h = host(&emu, 0);
+    for url in [
+        IMAGES.url("missing/live.iso"),
+        "http://127.0.0.1:1/live.iso".to_string(),
+    ] {
+        let mut deployment = live_iso();
+        deployment.image.as_mut().unwrap().url = url.clone();
+        let err = loop {
+            match p.provision(&h, &deployment).await {
+                Ok(Step::Waiting { .. }) => tokio::time::sleep(Duration::from_millis(10)).await,
+                Ok(Step::Done(())) => panic!("{url}: provisioned"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err.kind, ErrorKind::Failed, "{url}: {err}");
+        assert!(
+            err.message.contains(&url) && err.message.contains("Failed fetching image"),
+            "{err}"
+        );
+        assert!(!emu.state(0).virtual_media.inserted);
+    }
+    until_done("provision a served image", || {
+        p.provision(&h, &ISO_DEPLOYMENT)
+    })
+    .await;
+    assert_eq!(emu.state(0).virtual_media.image.as_deref(), Some(&**ISO));
 }
 
 #[tokio::test]

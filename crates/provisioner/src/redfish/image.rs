@@ -50,20 +50,24 @@ pub fn live_iso_url<'a>(host: &HostInfo, deployment: &'a Deployment) -> Result<&
 }
 
 /// A failed virtual media insert. A client error in answer (400, 422: Redfish's
-/// `ActionParameterValueFormatError` and kin) is the BMC refusing the image URL itself; anything
-/// else (unreachable, 5xx, 401, 404 on the action) is the BMC's or the network's.
+/// `ActionParameterValueFormatError` and kin) is the BMC refusing the image URL itself. A 500 or
+/// 502 is what BMCs (and sushy-tools) answer when the image server fails them: a failed attempt
+/// of this image, counted towards the retry limit rather than retried forever as a busy BMC,
+/// though it cannot be told from the BMC's own fault (so it stays the infrastructure's to read).
+/// Anything else (unreachable, 503, 409, 429, 401, 404 on the action) is the BMC's or the
+/// network's.
 pub(super) fn insert_error(e: BmcError) -> ProvisionerError {
-    let refused = matches!(
-        e,
-        BmcError::Http {
-            status: 400 | 422,
-            ..
+    let status = match &e {
+        BmcError::Http { status, .. } => Some(*status),
+        _ => None,
+    };
+    let mut err = ProvisionerError::from(e);
+    match status {
+        Some(400 | 422) => err.in_spec(SpecFault::ImageUrlRefused),
+        Some(500 | 502) => {
+            err.kind = ErrorKind::Failed;
+            err
         }
-    );
-    let err = ProvisionerError::from(e);
-    if refused {
-        err.in_spec(SpecFault::ImageUrlRefused)
-    } else {
-        err
+        _ => err,
     }
 }

@@ -433,16 +433,31 @@ mod tests {
             operation: "POST .../VirtualMedia.InsertMedia".into(),
             message: "Base.1.8.ActionParameterValueFormatError".into(),
         };
-        for (e, fault) in [
-            (http(400), Some(SpecFault::ImageUrlRefused)),
-            (http(422), Some(SpecFault::ImageUrlRefused)),
-            (http(404), None),
-            (http(500), None),
+        // (error, the tenant's fault, the kind: Failed counts towards the retry limit)
+        for (e, fault, kind) in [
+            (
+                http(400),
+                Some(SpecFault::ImageUrlRefused),
+                ErrorKind::Failed,
+            ),
+            (
+                http(422),
+                Some(SpecFault::ImageUrlRefused),
+                ErrorKind::Failed,
+            ),
+            (http(404), None, ErrorKind::Failed),
+            // The image server failed the BMC (sushy-tools: 500 unreachable, 502 its 5xx).
+            (http(500), None, ErrorKind::Failed),
+            (http(502), None, ErrorKind::Failed),
+            // Busy: retried without counting.
+            (http(503), None, ErrorKind::ServerError),
+            (http(409), None, ErrorKind::ServerError),
             (
                 BmcError::Unauthorized {
                     bmc: "10.0.0.1:443".into(),
                 },
                 None,
+                ErrorKind::Credentials,
             ),
             (
                 BmcError::Unreachable {
@@ -450,10 +465,12 @@ mod tests {
                     reason: "refused".into(),
                 },
                 None,
+                ErrorKind::Unreachable,
             ),
         ] {
             let err = image::insert_error(e.clone());
             assert_eq!(err.spec_fault, fault, "{e}");
+            assert_eq!(err.kind, kind, "{e}");
             assert_eq!(
                 err.message,
                 e.to_string(),
