@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use ferrometal_emulator::{Emulator, EmulatorConfig, Fault};
+use ferrometal_test_support::images::ImageServer;
 use serde_json::Value;
 use serve_common::{Serve, free_port, serve};
 
@@ -199,9 +200,17 @@ fn rufio(emu: &Emulator) -> String {
     )
 }
 
+/// Served for the whole test binary: the emulator, like a real BMC, fetches what it inserts.
+static IMAGES: std::sync::LazyLock<ImageServer> = std::sync::LazyLock::new(ImageServer::start);
+
 /// A tenant's claim for the lent host, with user data.
-const CLAIM: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: web-ud, namespace: tenant}\nstringData: {userData: \"#cloud-config\"}\n---\n\
-apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {name: web, namespace: tenant}\nspec:\n  poweredOn: true\n  hostSelector: {matchLabels: {pool: tenants}}\n  userData: {name: web-ud}\n  image: {url: \"http://127.0.0.1:1/claimed.iso\", format: live-iso}\n";
+fn claim_yaml() -> String {
+    let url = IMAGES.url("claimed.iso");
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: web-ud, namespace: tenant}}\nstringData: {{userData: \"#cloud-config\"}}\n---\n\
+apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: web, namespace: tenant}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: tenants}}}}\n  userData: {{name: web-ud}}\n  image: {{url: \"{url}\", format: live-iso}}\n"
+    )
+}
 
 fn claim_condition(s: &Serve, t: &str) -> String {
     let o = s.kubectl(&[
@@ -294,8 +303,15 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
             Box::new(|| state(s, "h0") == "provisioned"),
             Some(Box::new(|| {
                 s.ok(&[
-                    "patch", "bmh", "h0", "--type", "merge", "-p",
-                    r#"{"spec":{"online":true,"image":{"url":"http://127.0.0.1:1/live.iso","format":"live-iso"}}}"#,
+                    "patch",
+                    "bmh",
+                    "h0",
+                    "--type",
+                    "merge",
+                    "-p",
+                    &serde_json::json!({"spec": {"online": true,
+                        "image": {"url": IMAGES.url("live.iso"), "format": "live-iso"}}})
+                    .to_string(),
                 ]);
                 true
             })),
@@ -339,7 +355,7 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
             "a tenant's claim provisioned on the lent host",
             Box::new(|| claim_condition(s, "Provisioned") == "True"),
             Some(Box::new(|| {
-                let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(CLAIM));
+                let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&claim_yaml()));
                 assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
                 true
             })),

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ferrometal_emulator::{Emulator, EmulatorConfig};
+use ferrometal_test_support::images::ImageServer;
 use serve_common::{Serve, free_port, serve};
 
 const HOSTS: usize = 100;
@@ -111,6 +112,9 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
     assert_eq!(probe(port_b, "/readyz").await, 200);
     assert!(holds(&s, &a), "{}", holder(&s));
 
+    // The emulator, like a real BMC, fetches what it inserts.
+    let images = ImageServer::start();
+    let image = |i: usize| images.url(&format!("live-{i}.iso"));
     let mut yaml = String::from(
         "apiVersion: v1\nkind: Secret\nmetadata: {name: bmc, namespace: default}\n\
          stringData: {username: admin, password: password}\n",
@@ -119,11 +123,12 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
         let address = emu
             .system_url(i)
             .replace("http://", "redfish-virtualmedia+http://");
+        let url = image(i);
         yaml.push_str(&format!(
             "---\napiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\n\
              metadata: {{name: h{i}, namespace: default}}\n\
              spec: {{online: true, bmc: {{address: \"{address}\", credentialsName: bmc}},\n  \
-             image: {{url: \"http://127.0.0.1:1/live-{i}.iso\", format: live-iso}}}}\n"
+             image: {{url: \"{url}\", format: live-iso}}}}\n"
         ));
     }
     let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&yaml));
@@ -164,10 +169,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
             );
         }
         let media = emu.state(i).virtual_media;
-        assert_eq!(
-            media.image.as_deref(),
-            Some(&*format!("http://127.0.0.1:1/live-{i}.iso"))
-        );
+        assert_eq!(media.image.as_deref(), Some(&*image(i)));
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use ferrometal_emulator::{Emulator, EmulatorConfig};
+use ferrometal_test_support::images::ImageServer;
 use ferrometal_test_support::peers::IpmiSim;
 use serve_common::{Serve, free_port, serve};
 
@@ -93,17 +94,20 @@ async fn no_bmc_password_outside_its_secret() {
         emu.system_url(i)
             .replace("http://", "redfish-virtualmedia+http://")
     };
+    // The emulator, like a real BMC, fetches the image it inserts.
+    let images = ImageServer::start();
     let yaml = format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: rf}}\nstringData: {{username: admin, password: \"{redfish_password}\"}}\n---\n\
          apiVersion: v1\nkind: Secret\nmetadata: {{name: ipmi}}\nstringData: {{username: admin, password: \"{ipmi_password}\"}}\n---\n\
          apiVersion: v1\nkind: Secret\nmetadata: {{name: wrong}}\nstringData: {{username: admin, password: \"{wrong_password}\"}}\n---\n\
          apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: rf0}}\n\
-         spec: {{online: true, bmc: {{address: \"{}\", credentialsName: rf}},\n  image: {{url: \"http://127.0.0.1:1/live.iso\", format: live-iso}}}}\n---\n\
+         spec: {{online: true, bmc: {{address: \"{}\", credentialsName: rf}},\n  image: {{url: \"{}\", format: live-iso}}}}\n---\n\
          apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: ipmi0}}\n\
          spec: {{online: true, bmc: {{address: \"{}\", credentialsName: ipmi}}, hardwareProfile: unknown, inspectionMode: disabled}}\n---\n\
          apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: locked-out}}\n\
          spec: {{online: false, bmc: {{address: \"{}\", credentialsName: wrong}}}}\n",
         address(0),
+        images.url("live.iso"),
         ipmi.address(),
         address(1),
     );

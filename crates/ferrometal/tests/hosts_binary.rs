@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ferrometal_emulator::{Emulator, EmulatorConfig};
+use ferrometal_test_support::images::ImageServer;
 use serde_json::Value;
 use serve_common::{Serve, free_port, serve};
 
@@ -24,6 +25,16 @@ fn hosts_yaml(emu: &Emulator, names: &[(usize, String)]) -> String {
         ));
     }
     yaml
+}
+
+/// Served for the whole test binary: the emulator, like a real BMC, fetches what it inserts.
+static IMAGES: std::sync::LazyLock<ImageServer> = std::sync::LazyLock::new(ImageServer::start);
+
+/// Online with a served live ISO, as a merge patch.
+fn live_iso_patch() -> String {
+    serde_json::json!({"spec": {"online": true,
+        "image": {"url": IMAGES.url("live.iso"), "format": "live-iso"}}})
+    .to_string()
 }
 
 fn states(s: &Serve) -> Vec<(String, String)> {
@@ -132,8 +143,13 @@ async fn serve_survives_sigkill_mid_provisioning_without_repeating_destructive_a
     // Provision all of them, and kill the server while that is under way.
     for (_, name) in &names {
         s.ok(&[
-            "patch", "bmh", name, "--type", "merge", "-p",
-            r#"{"spec":{"online":true,"image":{"url":"http://127.0.0.1:1/live.iso","format":"live-iso"}}}"#,
+            "patch",
+            "bmh",
+            name,
+            "--type",
+            "merge",
+            "-p",
+            &live_iso_patch(),
         ]);
     }
     let mut killed_midway = false;
@@ -353,8 +369,13 @@ async fn controller_against_a_separate_serve_is_cluster_mode() {
     s.kubectl_stdin(&["apply", "-f", "-"], Some(&hosts_yaml(&emu, &names)));
     wait_all(&s, 1, "available");
     s.ok(&[
-        "patch", "bmh", "remote", "--type", "merge", "-p",
-        r#"{"spec":{"online":true,"image":{"url":"http://127.0.0.1:1/live.iso","format":"live-iso"}}}"#,
+        "patch",
+        "bmh",
+        "remote",
+        "--type",
+        "merge",
+        "-p",
+        &live_iso_patch(),
     ]);
     wait_all(&s, 1, "provisioned");
     let bmc = emu.state(1);
@@ -403,8 +424,13 @@ async fn online_changed_while_paused_reaches_the_bmc_at_unpause() {
     s.kubectl_stdin(&["apply", "-f", "-"], Some(&hosts_yaml(&emu, &names)));
     wait_all(&s, 1, "available");
     s.ok(&[
-        "patch", "bmh", "p", "--type", "merge", "-p",
-        r#"{"spec":{"online":true,"image":{"url":"http://127.0.0.1:1/live.iso","format":"live-iso"}}}"#,
+        "patch",
+        "bmh",
+        "p",
+        "--type",
+        "merge",
+        "-p",
+        &live_iso_patch(),
     ]);
     wait_all(&s, 1, "provisioned");
     for _ in 0..300 {
