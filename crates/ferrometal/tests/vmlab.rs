@@ -72,7 +72,7 @@ fn live_boots(lab: &Lab, vm: &Vm) -> usize {
 }
 
 /// Registration, inspection, a live ISO on the redfish provisioner, reboot, power off and on,
-/// a PowerCycle, a BMCJob and detach, on two UEFI VMs; the second VM is the control that must
+/// PowerCycle and ForceOff operations, a BMCJob and detach, on two UEFI VMs; the second VM is the control that must
 /// stay untouched by what the first is asked.
 #[test]
 fn uefi_vms_register_inspect_boot_a_live_iso_and_obey_power() {
@@ -183,6 +183,24 @@ fn uefi_vms_register_inspect_boot_a_live_iso_and_obey_power() {
     ]);
     lab.wait_console(&a, LIVE_MARKER, before, BOOT);
     wait_domain(&s, &lab, &a, "running");
+
+    // A ForceOff operation: libvirt sees the VM switched off; `online` stays true, so the next
+    // power observation switches it back on (a fifth boot).
+    let before = lab.console_len(&a);
+    s.ok(&[
+        "annotate",
+        "bmh",
+        &a.name,
+        "ferrometal.io/operation=ForceOff",
+    ]);
+    wait_domain(&s, &lab, &a, "shut off");
+    lab.wait_console(&a, LIVE_MARKER, before, BOOT);
+    wait_domain(&s, &lab, &a, "running");
+    assert!(
+        host(&s, "default", &a.name)["metadata"]["annotations"]
+            .get("ferrometal.io/operation")
+            .is_none()
+    );
 
     // A BMCJob on the other VM: off, boot from CD once, on (its CD is empty: it is the boot
     // order that is checked, on libvirt's side, and the power).
