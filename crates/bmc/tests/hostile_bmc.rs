@@ -51,6 +51,9 @@ impl Drop for Trap {
 async fn emulator() -> Emulator {
     let config = EmulatorConfig {
         systems: 2,
+        // What is tested is where requests go, not the image: the sound system records the
+        // insert without fetching it (the hostile one must refuse before any request).
+        fetch_media: false,
         ..EmulatorConfig::default()
     };
     Emulator::start(config, "127.0.0.1:0".parse().unwrap())

@@ -407,7 +407,8 @@ async fn the_example_reimage_job_gives_a_live_iso_host_its_image_back() {
     // The example as shipped, with a tools ISO that something serves.
     let example = std::fs::read_to_string(peers::repo_root().join("examples/bmcjob-reimage.yaml"))
         .unwrap()
-        .replace("http://images.example/tools.iso", &files.url("tools.iso"));
+        .replace("http://127.0.0.1:8080/live.iso", &files.url("tools.iso"));
+    assert!(example.contains(&files.url("tools.iso")), "{example}");
     let job: BMCJob = serde_yaml::from_str(&example).unwrap();
     let name = job.metadata.name.clone().unwrap();
     let jobs: Api<BMCJob> = Api::namespaced(stack.client.clone(), "default");
@@ -419,6 +420,7 @@ async fn the_example_reimage_job_gives_a_live_iso_host_its_image_back() {
 
     // On the BMC: the tools ISO was mounted and booted, then the live ISO is back and booted.
     let actions = emu.state(0).actions;
+    assert!(!actions.iter().any(|a| a == "InsertMediaFailed"), "{actions:?}");
     assert!(
         actions.iter().filter(|a| *a == "InsertMedia").count() >= 3,
         "{actions:?}"
