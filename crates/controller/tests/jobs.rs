@@ -420,7 +420,10 @@ async fn the_example_reimage_job_gives_a_live_iso_host_its_image_back() {
 
     // On the BMC: the tools ISO was mounted and booted, then the live ISO is back and booted.
     let actions = emu.state(0).actions;
-    assert!(!actions.iter().any(|a| a == "InsertMediaFailed"), "{actions:?}");
+    assert!(
+        !actions.iter().any(|a| a == "InsertMediaFailed"),
+        "{actions:?}"
+    );
     assert!(
         actions.iter().filter(|a| *a == "InsertMedia").count() >= 3,
         "{actions:?}"
