@@ -20,6 +20,12 @@ pub struct Args {
     /// Move HostClaims instead of hosts (the hosts stay where they are).
     #[arg(long)]
     pub claims: bool,
+    /// Hosts worked on at a time within each phase of a host move (pause, copy, unpause, detach,
+    /// remove) and by its dry run. The phases still follow one another: every host is paused
+    /// before any is copied, copied before any is unpaused at the target, and so on.
+    #[arg(long, default_value_t = 32, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub concurrency: usize,
     /// With `--claims`: a kubeconfig for the cluster that holds the claims' hosts.
     #[arg(long, value_name = "FILE", requires = "claims")]
     pub remote_kubeconfig: Option<PathBuf>,

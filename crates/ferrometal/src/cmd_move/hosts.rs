@@ -3,55 +3,61 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use ferrometal_api::annotations as ann;
 use ferrometal_api::{BareMetalHost, BareMetalHostStatus, HardwareData, ProvisioningState};
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::args::Args;
-use super::common::{self, Cluster, CrashHook, MOVE_PAUSE, or_dash, progress};
+use super::common::{self, Cluster, CrashHook, MOVE_PAUSE, progress};
 use super::host_parts::{bmc_address, carried_status, hosts_api, secret_refs, state};
-use super::hosts_guard;
 use super::objects::{Key, copy_secret, delete_without_finalizers, show};
+use super::phase::{self, Outcome};
+use super::{hosts_guard, hosts_outcome, hosts_remove};
 
 const PHASES: [&str; 4] = ["pause", "copy", "unpause", "remove"];
 /// A host is quiet once its resourceVersion has not changed for this long...
 const QUIET_FOR: Duration = Duration::from_secs(1);
 /// ...and the wait for quiet ends after this long whatever happens.
 const QUIET_MAX: Duration = Duration::from_secs(10);
-/// How long to wait for the moved hosts to show their state at the target.
-const TARGET_WAIT: Duration = Duration::from_secs(120);
 
 /// One host being moved.
-struct Item {
-    key: Key,
+pub(super) struct Item {
+    pub(super) key: Key,
     /// The paused value the copy at the target carries: ours, or the one someone else paused
     /// the host with (then it stays paused at the target too).
-    pause: String,
-    source_state: String,
-    source_power: bool,
-    secrets: Vec<Key>,
-    hardware_data: bool,
+    pub(super) pause: String,
+    pub(super) source_state: String,
+    pub(super) source_power: bool,
+    pub(super) secrets: Vec<Key>,
+    pub(super) hardware_data: bool,
     /// Set once a phase failed for this host; later phases skip it.
-    error: Option<String>,
-    target_state: Option<String>,
+    pub(super) error: Option<String>,
+    pub(super) target_state: Option<String>,
 }
 
 impl Item {
-    fn alive(&self) -> bool {
+    pub(super) fn alive(&self) -> bool {
         self.error.is_none()
     }
-    fn fail(&mut self, phase: &str, e: anyhow::Error) {
+    /// Names the host and the error on a line of its own; later phases skip the host.
+    pub(super) fn fail(&mut self, phase: &str, e: anyhow::Error) -> Outcome {
         let message = format!("{phase}: {e:#}");
         progress("failed", &show(&self.key), &message);
         self.error = Some(message);
+        Outcome::Failed
     }
+}
+
+/// The hosts no phase has failed for yet.
+pub(super) fn alive(items: &mut [Item]) -> Vec<&mut Item> {
+    items.iter_mut().filter(|i| i.alive()).collect()
 }
 
 /// The controller's own test for a host that never had a status (see the host controller).
@@ -77,7 +83,7 @@ pub(crate) async fn run(args: &Args, from: &Cluster, to: &Cluster) -> anyhow::Re
         .collect();
     let policies = hosts_guard::policies(from, &host_namespaces).await?;
     if args.dry_run {
-        return super::hosts_dry_run::dry_run(&hosts, &policies, from, to).await;
+        return super::hosts_dry_run::dry_run(&hosts, &policies, from, to, args.concurrency).await;
     }
     hosts_guard::refuse_claimed(&hosts)?;
     let started = Instant::now();
@@ -106,13 +112,14 @@ pub(crate) async fn run(args: &Args, from: &Cluster, to: &Cluster) -> anyhow::Re
     }
     hosts_guard::copy_policies(&policies, to).await?;
 
-    pause(&mut items, from, &crash).await;
+    let limit = args.concurrency;
+    pause(&mut items, from, limit, &crash).await;
     wait_quiet(&mut items, from).await;
-    copy(&mut items, from, to, &crash).await;
-    unpause(&mut items, to, &crash).await;
-    remove(&mut items, from, to, &crash).await;
-    observe_target(&mut items, to).await;
-    Ok(summary(&items, from, to, started.elapsed()))
+    copy(&mut items, from, to, limit, &crash).await;
+    unpause(&mut items, to, limit, &crash).await;
+    hosts_remove::remove(&mut items, from, to, limit, &crash).await;
+    hosts_outcome::observe_target(&mut items, to).await;
+    Ok(hosts_outcome::summary(&items, from, to, started.elapsed()))
 }
 
 async fn discover(args: &Args, from: &Cluster) -> anyhow::Result<Vec<BareMetalHost>> {
@@ -131,44 +138,58 @@ async fn discover(args: &Args, from: &Cluster) -> anyhow::Result<Vec<BareMetalHo
 
 // ---- phase 1: pause ----
 
-async fn pause(items: &mut [Item], from: &Cluster, crash: &Option<CrashHook>) {
-    for (n, item) in items.iter_mut().enumerate() {
+async fn pause(items: &mut [Item], from: &Cluster, limit: usize, crash: &Option<CrashHook>) {
+    phase::run("pause", alive(items), limit, crash, |item| async move {
         match pause_one(item, from).await {
-            Ok(note) => progress("paused", &show(&item.key), &note),
+            Ok(label) => Outcome::done(label),
             Err(e) => item.fail("pause", e),
         }
-        CrashHook::object_done(crash, "pause", n + 1);
-    }
-    CrashHook::phase_done(crash, "pause");
+    })
+    .await;
 }
 
-async fn pause_one(item: &mut Item, from: &Cluster) -> anyhow::Result<String> {
+async fn pause_one(item: &mut Item, from: &Cluster) -> anyhow::Result<&'static str> {
     let api = hosts_api(from, &item.key.0);
     let host = api.get(&item.key.1).await.context("reading the host")?;
     if let Some(value) = host.annotations().get(ann::PAUSED) {
         item.pause = value.clone();
-        return Ok(if value == MOVE_PAUSE {
-            "already".into()
-        } else {
-            format!("already paused by {value:?}; stays paused at the target")
-        });
+        if value == MOVE_PAUSE {
+            return Ok("already paused");
+        }
+        progress(
+            "note",
+            &show(&item.key),
+            &format!("already paused by {value:?}; stays paused at the target"),
+        );
+        return Ok("paused by someone else");
     }
     let patch = json!({"metadata": {"annotations": {ann::PAUSED: MOVE_PAUSE}}});
     api.patch(&item.key.1, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .context("setting the paused annotation")?;
-    Ok(String::new())
+    Ok("paused")
 }
 
 /// Waits (bounded) until no controller writes the paused hosts any more: a reconcile that was
 /// under way when the pause landed may still write its status once.
 async fn wait_quiet(items: &mut [Item], from: &Cluster) {
-    let deadline = Instant::now() + QUIET_MAX;
+    let started = Instant::now();
+    let deadline = started + QUIET_MAX;
+    progress(
+        "quiet",
+        &format!(
+            "until nothing at the source writes the paused hosts (each unchanged for {}s, at most {}s)",
+            QUIET_FOR.as_secs(),
+            QUIET_MAX.as_secs()
+        ),
+        "",
+    );
     let mut seen: BTreeMap<Key, (String, Instant)> = BTreeMap::new();
     let namespaces: BTreeSet<String> = items.iter().map(|i| i.key.0.clone()).collect();
     loop {
         // One list per namespace and round, not one read per host.
         let mut quiet = true;
+        let mut changing = 0;
         let mut current: BTreeMap<Key, BareMetalHost> = BTreeMap::new();
         for ns in &namespaces {
             match hosts_api(from, ns).list(&ListParams::default()).await {
@@ -183,6 +204,7 @@ async fn wait_quiet(items: &mut [Item], from: &Cluster) {
         for item in items.iter_mut().filter(|i| i.alive()) {
             let Some(host) = current.get(&item.key) else {
                 quiet = false;
+                changing += 1;
                 continue;
             };
             item.source_state = state(host);
@@ -198,10 +220,23 @@ async fn wait_quiet(items: &mut [Item], from: &Cluster) {
                 _ => {
                     seen.insert(item.key.clone(), (rv, now));
                     quiet = false;
+                    changing += 1;
                 }
             }
         }
-        if quiet || Instant::now() >= deadline {
+        let took = started.elapsed().as_secs_f64();
+        if quiet {
+            progress("quiet", &format!("after {took:.1}s"), "");
+            return;
+        }
+        if Instant::now() >= deadline {
+            progress(
+                "quiet",
+                &format!(
+                    "not after {took:.1}s: {changing} hosts changed in the last round; copied as they are"
+                ),
+                "",
+            );
             return;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -210,23 +245,69 @@ async fn wait_quiet(items: &mut [Item], from: &Cluster) {
 
 // ---- phase 2: copy ----
 
-async fn copy(items: &mut [Item], from: &Cluster, to: &Cluster, crash: &Option<CrashHook>) {
-    let mut n = 0;
-    for item in items.iter_mut().filter(|i| i.alive()) {
-        match copy_one(item, from, to).await {
-            Ok(note) => progress("copied", &show(&item.key), &note),
+async fn copy(
+    items: &mut [Item],
+    from: &Cluster,
+    to: &Cluster,
+    limit: usize,
+    crash: &Option<CrashHook>,
+) {
+    let secrets = SecretCopies::default();
+    let secrets = &secrets;
+    phase::run("copy", alive(items), limit, crash, |item| async move {
+        match copy_one(item, from, to, secrets).await {
+            Ok(labels) => Outcome::Done(labels),
             Err(e) => {
-                item.fail("copy", e);
+                let failed = item.fail("copy", e);
                 roll_back(item, from, to).await;
+                failed
             }
         }
-        n += 1;
-        CrashHook::object_done(crash, "copy", n);
-    }
-    CrashHook::phase_done(crash, "copy");
+    })
+    .await;
 }
 
-async fn copy_one(item: &mut Item, from: &Cluster, to: &Cluster) -> anyhow::Result<String> {
+/// Each Secret is copied once per run however many hosts refer to it (a fleet often shares one
+/// credentials Secret): hosts copied at the same time wait for that one copy, so that no host
+/// is created at the target before its Secrets. A copy that failed is tried again by the next
+/// host that needs it.
+#[derive(Default)]
+struct SecretCopies(Mutex<BTreeMap<Key, Arc<tokio::sync::OnceCell<()>>>>);
+
+impl SecretCopies {
+    /// Copies the Secret unless this run did already; returns what was done if this call did it.
+    async fn copy(
+        &self,
+        key: &Key,
+        from: &Cluster,
+        to: &Cluster,
+    ) -> anyhow::Result<Option<&'static str>> {
+        let cell = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let mut did = None;
+        let slot = &mut did;
+        cell.get_or_try_init(move || async move {
+            *slot = Some(copy_secret(key, from, to).await?);
+            anyhow::Ok(())
+        })
+        .await?;
+        Ok(did)
+    }
+}
+
+/// The host's Secrets, the host and its HardwareData at the target. Returns the labels the
+/// phase counts.
+async fn copy_one(
+    item: &mut Item,
+    from: &Cluster,
+    to: &Cluster,
+    secrets: &SecretCopies,
+) -> anyhow::Result<Vec<String>> {
     let host = hosts_api(from, &item.key.0)
         .get(&item.key.1)
         .await
@@ -236,24 +317,24 @@ async fn copy_one(item: &mut Item, from: &Cluster, to: &Cluster) -> anyhow::Resu
     }
     item.secrets = secret_refs(&host);
     // The Secrets first: the host never exists at the target without its credentials.
-    let mut notes = Vec::new();
-    for key in item.secrets.clone() {
-        let what = copy_secret(&key, from, to).await?;
-        notes.push(format!("secret {} {what}", key.1));
+    let mut labels = Vec::new();
+    for key in &item.secrets {
+        if let Some(what) = secrets.copy(key, from, to).await? {
+            labels.push(format!("Secret{{s}} {what}"));
+        }
     }
     let status = carried_status(&host, from, to).await?;
-    let (target, taken_over) = copy_host(&host, status.as_ref(), &item.pause, to).await?;
-    notes.push(if taken_over {
-        "host already at the target".to_string()
-    } else {
-        "host".to_string()
-    });
-    if copy_hardware_data(&host, &target, taken_over, from, to).await? {
+    let (target, what) = copy_host(&host, status.as_ref(), &item.pause, to).await?;
+    labels.insert(0, what.to_string());
+    if copy_hardware_data(&host, &target, what == TAKEN_OVER, from, to).await? {
         item.hardware_data = true;
-        notes.push("hardware data".into());
+        labels.push("with HardwareData".into());
     }
-    Ok(notes.join(", "))
+    Ok(labels)
 }
+
+/// What `copy_host` says of a host an earlier run had unpaused at the target already.
+const TAKEN_OVER: &str = "already managed by the target";
 
 /// The host as it is created at the target: metadata and spec, paused, with the source's status
 /// in the status annotation; no status, finalizers or owners.
@@ -280,13 +361,14 @@ fn host_copy(
 }
 
 /// Creates the host at the target or refreshes a copy still paused there. Returns the target's
-/// host and whether it had been taken over already (unpaused, or with a status).
+/// host and what was done: created, updated, unchanged, or [`TAKEN_OVER`] (unpaused, or with a
+/// status).
 async fn copy_host(
     host: &BareMetalHost,
     status: Option<&BareMetalHostStatus>,
     pause: &str,
     to: &Cluster,
-) -> anyhow::Result<(BareMetalHost, bool)> {
+) -> anyhow::Result<(BareMetalHost, &'static str)> {
     let ns = host.namespace().unwrap_or_default();
     let name = host.name_any();
     let api = hosts_api(to, &ns);
@@ -300,7 +382,7 @@ async fn copy_host(
             .create(&PostParams::default(), &want)
             .await
             .context("creating the host at the target")?;
-        return Ok((created, false));
+        return Ok((created, "created"));
     };
     if bmc_address(&existing) != bmc_address(host) {
         bail!("another BareMetalHost {ns}/{name} (with another BMC address) exists at the target");
@@ -309,14 +391,14 @@ async fn copy_host(
         || !status_is_empty(existing.status.as_ref())
     {
         // Unpaused there by an earlier run: the target manages it now.
-        return Ok((existing, true));
+        return Ok((existing, TAKEN_OVER));
     }
     // Still the move's paused copy: bring it up to date with the (paused) source.
     if existing.metadata.labels == want.metadata.labels
         && existing.metadata.annotations == want.metadata.annotations
         && existing.spec == want.spec
     {
-        return Ok((existing, false));
+        return Ok((existing, "unchanged"));
     }
     want.metadata.resource_version = existing.metadata.resource_version.clone();
     want.metadata.finalizers = existing.metadata.finalizers.clone();
@@ -324,7 +406,7 @@ async fn copy_host(
         .replace(&name, &PostParams::default(), &want)
         .await
         .context("updating the paused copy at the target")?;
-    Ok((updated, false))
+    Ok((updated, "updated"))
 }
 
 /// Copies the host's HardwareData (if any), owned by the target's host. Returns whether there
@@ -418,20 +500,17 @@ async fn roll_back(item: &Item, from: &Cluster, to: &Cluster) {
 
 // ---- phase 3: unpause ----
 
-async fn unpause(items: &mut [Item], to: &Cluster, crash: &Option<CrashHook>) {
-    let mut n = 0;
-    for item in items.iter_mut().filter(|i| i.alive()) {
+async fn unpause(items: &mut [Item], to: &Cluster, limit: usize, crash: &Option<CrashHook>) {
+    phase::run("unpause", alive(items), limit, crash, |item| async move {
         match unpause_one(item, to).await {
-            Ok(note) => progress("unpaused", &show(&item.key), &note),
+            Ok(label) => Outcome::done(label),
             Err(e) => item.fail("unpause", e),
         }
-        n += 1;
-        CrashHook::object_done(crash, "unpause", n);
-    }
-    CrashHook::phase_done(crash, "unpause");
+    })
+    .await;
 }
 
-async fn unpause_one(item: &Item, to: &Cluster) -> anyhow::Result<String> {
+async fn unpause_one(item: &Item, to: &Cluster) -> anyhow::Result<&'static str> {
     let api = hosts_api(to, &item.key.0);
     let host = api
         .get(&item.key.1)
@@ -443,226 +522,12 @@ async fn unpause_one(item: &Item, to: &Cluster) -> anyhow::Result<String> {
             api.patch(&item.key.1, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .context("removing the paused annotation at the target")?;
-            Ok(String::new())
+            Ok("unpaused")
         }
-        Some(v) => Ok(format!("stays paused by {v:?}")),
-        None => Ok("already".into()),
-    }
-}
-
-// ---- phase 4: remove ----
-
-async fn remove(items: &mut [Item], from: &Cluster, to: &Cluster, crash: &Option<CrashHook>) {
-    let leaving: Vec<(Key, String)> = items
-        .iter()
-        .filter(|i| i.alive())
-        .map(|i| (i.key.clone(), i.pause.clone()))
-        .collect();
-    super::hosts_detach::detach(&leaving, from, to).await;
-    // Who refers to each Secret at the source: a Secret is deleted with the last host leaving.
-    let mut users: BTreeMap<Key, BTreeSet<Key>> = BTreeMap::new();
-    let everyone = match Api::<BareMetalHost>::all(from.client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(list) => list.items,
-        Err(e) => {
-            // Without the full list no Secret can be known to be unused: keep them all.
-            progress(
-                "warning",
-                "secrets",
-                &format!("listing hosts at the source: {e}; Secrets stay at the source"),
-            );
-            Vec::new()
+        Some(v) => {
+            progress("note", &show(&item.key), &format!("stays paused by {v:?}"));
+            Ok("paused by someone else")
         }
-    };
-    let listed = !everyone.is_empty();
-    for h in &everyone {
-        let key = (h.namespace().unwrap_or_default(), h.name_any());
-        for s in secret_refs(h) {
-            users.entry(s).or_default().insert(key.clone());
-        }
-    }
-    let mut n = 0;
-    for item in items.iter_mut().filter(|i| i.alive()) {
-        match remove_one(item, from, to, listed, &mut users).await {
-            Ok(note) => progress("removed", &show(&item.key), &note),
-            Err(e) => item.fail("remove", e),
-        }
-        n += 1;
-        CrashHook::object_done(crash, "remove", n);
-    }
-    CrashHook::phase_done(crash, "remove");
-}
-
-async fn remove_one(
-    item: &Item,
-    from: &Cluster,
-    to: &Cluster,
-    listed: bool,
-    users: &mut BTreeMap<Key, BTreeSet<Key>>,
-) -> anyhow::Result<String> {
-    let (ns, name) = &item.key;
-    let api = hosts_api(from, ns);
-    let Some(host) = api
-        .get_opt(name)
-        .await
-        .context("reading the host at the source")?
-    else {
-        return Ok("already gone".into());
-    };
-    let detaching = host.annotations().contains_key(ann::DETACHED);
-    if !host.annotations().contains_key(ann::PAUSED) && !detaching {
-        bail!("the host is no longer paused at the source; left there");
-    }
-    // Never delete what the target does not hold.
-    let target = hosts_api(to, ns)
-        .get_opt(name)
-        .await
-        .context("reading the host at the target")?;
-    if target.as_ref().map(bmc_address) != Some(bmc_address(&host)) {
-        bail!("the host is not at the target; left at the source");
-    }
-    if !host.annotations().contains_key(ann::PAUSED) {
-        // Detached above: paused again, so that nothing at the source acts on it any more.
-        let patch = json!({"metadata": {"annotations": {ann::PAUSED: MOVE_PAUSE}}});
-        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .context("pausing the detached host at the source")?;
-    }
-    let mut notes = Vec::new();
-    // Secrets before the host: if this stops midway, the host is still here to be removed again.
-    for key in secret_refs(&host) {
-        let others = users.get_mut(&key).map(|u| {
-            u.remove(&item.key);
-            u.len()
-        });
-        if !listed || others.unwrap_or(0) > 0 {
-            continue;
-        }
-        let secrets = Api::<Secret>::namespaced(from.client.clone(), &key.0);
-        match secrets.delete(&key.1, &DeleteParams::default()).await {
-            Ok(_) => notes.push(format!("secret {}", key.1)),
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e).with_context(|| format!("deleting Secret {}", show(&key))),
-        }
-    }
-    if delete_without_finalizers(
-        &Api::<HardwareData>::namespaced(from.client.clone(), ns),
-        name,
-    )
-    .await
-    .context("deleting the HardwareData at the source")?
-    {
-        notes.push("hardware data".into());
-    }
-    delete_without_finalizers(&api, name)
-        .await
-        .context("deleting the host at the source")?;
-    notes.push("host".into());
-    Ok(notes.join(", "))
-}
-
-// ---- the outcome ----
-
-/// Waits (bounded) until every moved host shows at the target the state it had at the source.
-async fn observe_target(items: &mut [Item], to: &Cluster) {
-    let deadline = Instant::now() + TARGET_WAIT;
-    loop {
-        let mut pending = false;
-        for item in items.iter_mut().filter(|i| i.alive()) {
-            if item.target_state.as_deref() == Some(item.source_state.as_str()) {
-                continue;
-            }
-            if let Ok(Some(h)) = hosts_api(to, &item.key.0).get_opt(&item.key.1).await {
-                item.target_state = Some(state(&h));
-            }
-            if item.target_state.as_deref() != Some(item.source_state.as_str()) {
-                pending = true;
-            }
-        }
-        if !pending || Instant::now() >= deadline {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-fn summary(items: &[Item], from: &Cluster, to: &Cluster, took: Duration) -> ExitCode {
-    println!();
-    let rows: Vec<Vec<String>> = items
-        .iter()
-        .map(|i| {
-            let result = match &i.error {
-                Some(_) => "FAILED".to_string(),
-                None if i.target_state.as_deref() == Some(i.source_state.as_str()) => {
-                    "moved".to_string()
-                }
-                None => "moved, state differs".to_string(),
-            };
-            vec![
-                i.key.0.clone(),
-                i.key.1.clone(),
-                or_dash(&i.source_state),
-                if i.source_power { "on" } else { "off" }.to_string(),
-                or_dash(i.target_state.as_deref().unwrap_or("")),
-                result,
-            ]
-        })
-        .collect();
-    common::table(
-        &[
-            "NAMESPACE",
-            "HOST",
-            "SOURCE STATE",
-            "POWER",
-            "TARGET STATE",
-            "RESULT",
-        ],
-        &rows,
-    );
-    for i in items {
-        if let Some(e) = &i.error {
-            println!("{}: {e}", show(&i.key));
-        }
-    }
-    let moved: Vec<&Item> = items.iter().filter(|i| i.alive()).collect();
-    let failed = items.len() - moved.len();
-    let differ = moved
-        .iter()
-        .filter(|i| i.target_state.as_deref() != Some(i.source_state.as_str()))
-        .count();
-    let mut by_state: BTreeMap<&str, usize> = BTreeMap::new();
-    for i in &moved {
-        *by_state.entry(i.source_state.as_str()).or_default() += 1;
-    }
-    let states: Vec<String> = by_state
-        .iter()
-        .map(|(s, n)| format!("{n} {}", if s.is_empty() { "without state" } else { s }))
-        .collect();
-    let secrets: BTreeSet<&Key> = moved.iter().flat_map(|i| i.secrets.iter()).collect();
-    let hardware = moved.iter().filter(|i| i.hardware_data).count();
-    println!(
-        "moved {} of {} hosts ({}) with {} Secrets and {} HardwareData from {} to {} in {:.1}s; {} failed{}",
-        moved.len(),
-        items.len(),
-        states.join(", "),
-        secrets.len(),
-        hardware,
-        from.url,
-        to.url,
-        took.as_secs_f64(),
-        failed,
-        if differ > 0 {
-            format!("; {differ} not yet in their source state at the target")
-        } else {
-            String::new()
-        }
-    );
-    if failed > 0 {
-        println!("run the same command again to complete the move of the failed hosts");
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
+        None => Ok("already unpaused"),
     }
 }

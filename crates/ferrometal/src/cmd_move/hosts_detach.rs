@@ -5,6 +5,7 @@
 //! `force_power_state_during_sync`, Ironic's default), undoing the target's power changes.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ferrometal_api::annotations as ann;
@@ -16,6 +17,7 @@ use serde_json::json;
 use super::common::{Cluster, MOVE_PAUSE, progress};
 use super::host_parts::{bmc_address, hosts_api};
 use super::objects::{Key, show};
+use super::phase::{self, Outcome, some_of};
 
 /// How long the source's controller gets to detach the hosts.
 const DETACH_WAIT: Duration = Duration::from_secs(30);
@@ -28,45 +30,50 @@ pub(super) fn is_detached(host: &BareMetalHost) -> bool {
         .is_some_and(|s| s.operational_status == OperationalStatus::Detached)
 }
 
-/// Detaches the hosts (paused by the move, held by the target) at the source: the move's pause
-/// is replaced by the detached annotation in one write, so the source's controller does nothing
-/// but detach. Waits (bounded) until each reports `operationalStatus: detached`; a source without
-/// a controller that does so gets a warning, and the hosts are removed all the same.
-pub(super) async fn detach(keys: &[(Key, String)], from: &Cluster, to: &Cluster) {
-    let mut waiting: BTreeSet<Key> = BTreeSet::new();
-    for (key, pause) in keys {
-        // A host paused by someone else stays paused: unpausing it is not the move's call.
-        if pause != MOVE_PAUSE {
-            continue;
-        }
-        let (ns, name) = key;
-        let source = hosts_api(from, ns);
-        let Ok(Some(host)) = source.get_opt(name).await else {
-            continue;
-        };
-        if is_detached(&host) {
-            continue;
-        }
-        // Only a host the target holds is let go of here.
-        match hosts_api(to, ns).get_opt(name).await {
-            Ok(Some(t)) if bmc_address(&t) == bmc_address(&host) => {}
-            _ => continue,
-        }
-        let patch = json!({"metadata": {"annotations": {
-            ann::DETACHED: DETACH_VALUE,
-            ann::PAUSED: null,
-        }}});
-        match source
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {
-                waiting.insert(key.clone());
+/// How often the wait for the source says how far it is.
+const DETACH_PROGRESS: Duration = Duration::from_secs(2);
+
+/// Detaches the hosts (paused by the move, held by the target) at the source, `limit` at a
+/// time: the move's pause is replaced by the detached annotation in one write, so the source's
+/// controller does nothing but detach. Waits (bounded) until each reports `operationalStatus:
+/// detached`; a source without a controller that does so gets a warning, and the hosts are
+/// removed all the same.
+pub(super) async fn detach(keys: &[(Key, String)], from: &Cluster, to: &Cluster, limit: usize) {
+    let requested: Mutex<BTreeSet<Key>> = Mutex::default();
+    let requested_ref = &requested;
+    phase::run(
+        "detach",
+        keys.iter().collect(),
+        limit,
+        &None,
+        |(key, pause)| async move {
+            match detach_one(key, pause, from, to).await {
+                Ok(Some(label)) => Outcome::done(label),
+                Ok(None) => {
+                    requested_ref
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key.clone());
+                    Outcome::done("requested")
+                }
+                Err(e) => {
+                    // Not fatal: the host is removed all the same (as when the source never
+                    // reports it detached).
+                    progress("warning", &show(key), &format!("not detached: {e}"));
+                    Outcome::done("not requested (warned)")
+                }
             }
-            Err(e) => progress("warning", &show(key), &format!("not detached: {e}")),
-        }
+        },
+    )
+    .await;
+    let mut waiting = requested.into_inner().unwrap_or_else(|e| e.into_inner());
+    let total = waiting.len();
+    if total == 0 {
+        return;
     }
-    let deadline = Instant::now() + DETACH_WAIT;
+    let started = Instant::now();
+    let deadline = started + DETACH_WAIT;
+    let mut reported = started;
     while !waiting.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let namespaces: BTreeSet<String> = waiting.iter().map(|k| k.0.clone()).collect();
@@ -80,19 +87,74 @@ pub(super) async fn detach(keys: &[(Key, String)], from: &Cluster, to: &Cluster)
                 );
             }
         }
-        waiting.retain(|k| {
-            let done = current.get(k).is_none_or(is_detached);
-            if done {
-                progress("detached", &show(k), "at the source");
-            }
-            !done
-        });
+        waiting.retain(|k| !current.get(k).is_none_or(is_detached));
+        if !waiting.is_empty() && reported.elapsed() >= DETACH_PROGRESS {
+            reported = Instant::now();
+            progress(
+                "detach",
+                &format!(
+                    "{} of {total} detached at the source after {:.1}s",
+                    total - waiting.len(),
+                    started.elapsed().as_secs_f64()
+                ),
+                "",
+            );
+        }
     }
-    for key in waiting {
+    progress(
+        "detach",
+        &format!(
+            "{} of {total} detached at the source after {:.1}s",
+            total - waiting.len(),
+            started.elapsed().as_secs_f64()
+        ),
+        "",
+    );
+    if !waiting.is_empty() {
+        let keys: Vec<String> = waiting.iter().map(show).collect();
         progress(
             "warning",
-            &show(&key),
-            "the source did not detach it in time; removed anyway (its provisioner may still hold it)",
+            &format!(
+                "not detached in {}s: {}",
+                DETACH_WAIT.as_secs(),
+                some_of(&keys, 10)
+            ),
+            "removed anyway (the source's provisioner may still hold them)",
         );
     }
+}
+
+/// Asks the source to detach one host. `Ok(None)` once asked; `Ok(Some(why not))` when there
+/// is nothing to ask.
+async fn detach_one(
+    key: &Key,
+    pause: &str,
+    from: &Cluster,
+    to: &Cluster,
+) -> Result<Option<&'static str>, kube::Error> {
+    // A host paused by someone else stays paused: unpausing it is not the move's call.
+    if pause != MOVE_PAUSE {
+        return Ok(Some("paused by someone else, left paused"));
+    }
+    let (ns, name) = key;
+    let source = hosts_api(from, ns);
+    let Ok(Some(host)) = source.get_opt(name).await else {
+        return Ok(Some("gone or unreadable at the source"));
+    };
+    if is_detached(&host) {
+        return Ok(Some("already detached"));
+    }
+    // Only a host the target holds is let go of here.
+    match hosts_api(to, ns).get_opt(name).await {
+        Ok(Some(t)) if bmc_address(&t) == bmc_address(&host) => {}
+        _ => return Ok(Some("not at the target, left")),
+    }
+    let patch = json!({"metadata": {"annotations": {
+        ann::DETACHED: DETACH_VALUE,
+        ann::PAUSED: null,
+    }}});
+    source
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(None)
 }

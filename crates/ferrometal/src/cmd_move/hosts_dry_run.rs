@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use ferrometal_api::annotations as ann;
 use ferrometal_api::claim::HostDeployPolicy;
 use ferrometal_api::{BareMetalHost, HardwareData};
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -23,23 +24,22 @@ pub(super) async fn dry_run(
     policies: &[HostDeployPolicy],
     from: &Cluster,
     to: &Cluster,
+    limit: usize,
 ) -> anyhow::Result<ExitCode> {
+    // Both clusters' reads for `limit` hosts at a time, in the hosts' order.
+    let looked: Vec<anyhow::Result<(bool, Option<BareMetalHost>)>> = futures::stream::iter(hosts)
+        .map(|h| look(h, from, to))
+        .buffered(limit.max(1))
+        .collect()
+        .await;
     let mut rows = Vec::new();
     let mut secrets = BTreeSet::new();
     let mut hardware = 0;
     let mut claimed = 0;
-    for h in hosts {
+    for (h, looked) in hosts.iter().zip(looked) {
         let key = (h.namespace().unwrap_or_default(), h.name_any());
-        let hd = Api::<HardwareData>::namespaced(from.client.clone(), &key.0)
-            .get_opt(&key.1)
-            .await
-            .with_context(|| format!("--from: reading HardwareData {}", show(&key)))?
-            .is_some();
+        let (hd, at_target) = looked?;
         hardware += usize::from(hd);
-        let at_target = hosts_api(to, &key.0)
-            .get_opt(&key.1)
-            .await
-            .with_context(|| format!("--to: reading BareMetalHost {}", show(&key)))?;
         let refs = secret_refs(h);
         let power = match h.status.as_ref().map(|s| s.powered_on) {
             Some(true) => "on",
@@ -92,14 +92,20 @@ pub(super) async fn dry_run(
         ],
         &rows,
     );
+    let found: Vec<anyhow::Result<bool>> = futures::stream::iter(&secrets)
+        .map(|key| async move {
+            Ok(Api::<Secret>::namespaced(from.client.clone(), &key.0)
+                .get_opt(&key.1)
+                .await
+                .with_context(|| format!("--from: reading Secret {}", show(key)))?
+                .is_some())
+        })
+        .buffered(limit.max(1))
+        .collect()
+        .await;
     let mut missing = Vec::new();
-    for key in &secrets {
-        let found = Api::<Secret>::namespaced(from.client.clone(), &key.0)
-            .get_opt(&key.1)
-            .await
-            .with_context(|| format!("--from: reading Secret {}", show(key)))?
-            .is_some();
-        if !found {
+    for (key, found) in secrets.iter().zip(found) {
+        if !found? {
             missing.push(show(key));
         }
     }
@@ -131,4 +137,23 @@ pub(super) async fn dry_run(
         policies.len()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the host has HardwareData at the source, and the host of its name at the target.
+async fn look(
+    h: &BareMetalHost,
+    from: &Cluster,
+    to: &Cluster,
+) -> anyhow::Result<(bool, Option<BareMetalHost>)> {
+    let key = (h.namespace().unwrap_or_default(), h.name_any());
+    let hd = Api::<HardwareData>::namespaced(from.client.clone(), &key.0)
+        .get_opt(&key.1)
+        .await
+        .with_context(|| format!("--from: reading HardwareData {}", show(&key)))?
+        .is_some();
+    let at_target = hosts_api(to, &key.0)
+        .get_opt(&key.1)
+        .await
+        .with_context(|| format!("--to: reading BareMetalHost {}", show(&key)))?;
+    Ok((hd, at_target))
 }

@@ -1,7 +1,10 @@
 //! `ferrometal move`: pivot BareMetalHosts (metal3's contract) or HostClaims from one cluster
 //! to another, through nothing but the two clusters' Kubernetes APIs.
 //!
-//! Hosts move in four phases, each done for every host before the next begins:
+//! Hosts move in four phases, each done for every host before the next begins; within a phase
+//! `--concurrency` hosts (32 by default) are worked on at a time, each host's steps in order.
+//! A phase prints a line when it starts, one every few seconds while it runs and one with its
+//! counts at the end; a host that fails is named with its error on a line of its own.
 //!
 //! 1. `pause` — `baremetalhost.metal3.io/paused: ferrometal.io/move` on each host at the source
 //!    (a host paused by someone else keeps that value, here and at the target), then wait until
@@ -22,7 +25,8 @@
 //!
 //! Crash injection, for tests: `FERROMETAL_MOVE_CRASH_AFTER=<phase>` (`pause`, `copy`, `unpause`,
 //! `remove`) aborts the process (`std::process::abort`) right after that phase is done for every
-//! host; `<phase>:N` right after its Nth host.
+//! host; `<phase>:N` right after its Nth host finished (other hosts of the phase may be half-way
+//! then, as in a real crash).
 
 mod args;
 mod claims;
@@ -32,7 +36,10 @@ mod hosts;
 mod hosts_detach;
 mod hosts_dry_run;
 mod hosts_guard;
+mod hosts_outcome;
+mod hosts_remove;
 mod objects;
+mod phase;
 
 pub use args::Args;
 
