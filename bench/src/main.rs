@@ -148,6 +148,9 @@ enum Scenario {
     Pivot {
         #[command(flatten)]
         fleet: Fleet,
+        /// `ferrometal move --concurrency` (default: the move's own default).
+        #[arg(long)]
+        move_concurrency: Option<usize>,
     },
     /// Isolation: N healthy hosts and a rack of B more whose BMCs then all hang; annotation ->
     /// BMC latency and the healthy hosts' power polls with the rack answering and silent.
@@ -288,7 +291,10 @@ async fn main() -> std::process::ExitCode {
             })
             .await
         }
-        Scenario::Pivot { fleet } => {
+        Scenario::Pivot {
+            fleet,
+            move_concurrency,
+        } => {
             pivot::run(pivot::Opts {
                 hosts: fleet.hosts.max(1),
                 concurrency: fleet.concurrency,
@@ -296,6 +302,7 @@ async fn main() -> std::process::ExitCode {
                 serve_args: fleet.serve_args,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,
+                move_concurrency,
             })
             .await
         }

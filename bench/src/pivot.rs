@@ -21,7 +21,18 @@ pub struct Opts {
     pub serve_args: Vec<String>,
     pub ferrometal: Option<std::path::PathBuf>,
     pub keep: bool,
+    /// `ferrometal move --concurrency` (the move's default when unset).
+    pub move_concurrency: Option<usize>,
 }
+
+/// The first word of the move's progress lines, per phase: `pause`, `quiet`, `copy`, `unpause`,
+/// `detach`, `remove`, `target` (a line when each starts, then every few seconds, then its
+/// counts); a binary from before `--concurrency` printed one line per host and phase instead
+/// (`paused`, `copied`, `unpaused`, `detached`, `removed`), kept for `--ferrometal OLD`.
+const PHASE_WORDS: [&str; 12] = [
+    "pause", "quiet", "copy", "unpause", "detach", "remove", "target", "paused", "copied",
+    "unpaused", "detached", "removed",
+];
 
 fn host_name(i: usize) -> String {
     format!("pivot-{i:05}")
@@ -119,11 +130,16 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
     let requests_before = emu.counters().total;
     let (states_b, watch_b) = watch_states(&cb);
     let t = Instant::now();
-    let mut child = tokio::process::Command::new(&binary)
+    let mut command = tokio::process::Command::new(&binary);
+    command
         .args(["move", "--namespace", NAMESPACE, "--from"])
         .arg(&a.kubeconfig)
         .arg("--to")
-        .arg(&b.kubeconfig)
+        .arg(&b.kubeconfig);
+    if let Some(n) = o.move_concurrency {
+        command.arg("--concurrency").arg(n.to_string());
+    }
+    let mut child = command
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .kill_on_drop(true)
@@ -131,12 +147,14 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         .context("starting ferrometal move")?;
     let stdout = child.stdout.take().context("move stdout")?;
     let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
-    // The moment each phase was first and last seen.
+    // The moment each phase was first and last seen; the move's lines are kept for the log.
     let mut phases: Vec<(String, f64, f64)> = Vec::new();
+    let mut log = Vec::new();
     while let Some(line) = lines.next_line().await? {
         let word = line.split_whitespace().next().unwrap_or("").to_string();
         let at = t.elapsed().as_secs_f64();
-        if ["paused", "copied", "unpaused", "detached", "removed"].contains(&word.as_str()) {
+        log.push((at, line.clone()));
+        if PHASE_WORDS.contains(&word.as_str()) {
             match phases.last_mut() {
                 Some(p) if p.0 == word => p.2 = at,
                 _ => phases.push((word, at, at)),
@@ -145,6 +163,15 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
     }
     let status = child.wait().await?;
     let moved_in = t.elapsed();
+    let timed: Vec<String> = log.iter().map(|(at, l)| format!("{at:8.3} {l}")).collect();
+    std::fs::write(scratch.path.join("move.log"), timed.join("\n") + "\n")?;
+    // The phase lines of a move that prints them (not per-host lines, not the closing table).
+    for (at, line) in &log {
+        let word = line.split_whitespace().next().unwrap_or("");
+        if PHASE_WORDS[..7].contains(&word) {
+            say(&format!("  move at {at:7.3}s: {line}"));
+        }
+    }
     if !status.success() {
         bail!("ferrometal move failed: {status}");
     }
@@ -234,6 +261,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
             "left_at_source": left_at_a,
             "at_target": at_b,
             "serve_args": o.serve_args,
+            "move_concurrency": o.move_concurrency,
         }),
     )?;
     if during > 0 || left_at_a > 0 || at_b != o.hosts {
