@@ -16,7 +16,7 @@ use super::tables::{META, OBJECTS, REVISION};
 
 /// Commits queued writes: everything queued since the last commit goes into one redb
 /// transaction (one fsync), is then published to readers and watchers, and its writers are
-/// answered.
+/// answered. Volatile changes are published without being written.
 pub(super) async fn committer(weak: std::sync::Weak<Inner>, wake: Arc<Notify>) {
     loop {
         wake.notified().await;
@@ -39,9 +39,16 @@ pub(super) async fn committer(weak: std::sync::Weak<Inner>, wake: Arc<Notify>) {
                 )
             };
             let last = batch.last().map_or(0, |p| p.stored.rev);
-            let result = match db {
-                Some(db) => commit(db, &batch, last).await,
-                None => Err(StoreError::Closed),
+            let (rows, meta) = plan(&inner, &batch, last);
+            let result = match (meta, db) {
+                // Only volatile changes, within the reserved revisions: nothing to write.
+                (None, _) => Ok(()),
+                (Some(meta), Some(db)) => commit(db, rows, meta).await.map(|()| {
+                    inner
+                        .reserved
+                        .fetch_max(meta, std::sync::atomic::Ordering::AcqRel);
+                }),
+                (Some(_), None) => Err(StoreError::Closed),
             };
             match result {
                 Ok(()) => {
@@ -74,9 +81,21 @@ pub(super) async fn committer(weak: std::sync::Weak<Inner>, wake: Arc<Notify>) {
     }
 }
 
-async fn commit(db: Arc<Database>, batch: &[Pending], last: u64) -> Result<(), StoreError> {
-    let rows: Vec<(String, Option<Bytes>)> = batch
+/// Revisions reserved at a time for volatile changes, which are not written to the file: one
+/// small commit per this many keeps every revision handed out below the stored one.
+pub(super) const RESERVE: u64 = 1024;
+
+/// A row to write (`None`: remove it).
+type Row = (String, Option<Bytes>);
+
+/// What a batch writes to the file: the rows of its durable changes, and the revision to store,
+/// `None` when there is nothing to write. A batch with volatile changes past the reserved
+/// revisions reserves [`RESERVE`] more, so the volatile revisions (never in the file) are
+/// not handed out again after a restart.
+fn plan(inner: &Inner, batch: &[Pending], last: u64) -> (Vec<Row>, Option<u64>) {
+    let rows: Vec<Row> = batch
         .iter()
+        .filter(|p| !inner.volatile.holds(&p.resource))
         .map(|p| {
             let key = format!("{}/{}/{}", p.resource, p.namespace, p.name);
             (
@@ -85,6 +104,19 @@ async fn commit(db: Arc<Database>, batch: &[Pending], last: u64) -> Result<(), S
             )
         })
         .collect();
+    let reserved = inner.reserved.load(std::sync::atomic::Ordering::Acquire);
+    let volatile = rows.len() < batch.len();
+    let meta = if volatile && last > reserved {
+        Some(last + RESERVE)
+    } else if !rows.is_empty() {
+        Some(last.max(reserved))
+    } else {
+        None
+    };
+    (rows, meta)
+}
+
+async fn commit(db: Arc<Database>, rows: Vec<Row>, meta_rev: u64) -> Result<(), StoreError> {
     tokio::task::spawn_blocking(move || -> Result<(), StoreError> {
         injected_fault()?;
         let mut tx = db.begin_write().map_err(db_err)?;
@@ -104,15 +136,17 @@ async fn commit(db: Arc<Database>, batch: &[Pending], last: u64) -> Result<(), S
                 }
             }
             let mut meta = tx.open_table(META).map_err(db_err)?;
-            meta.insert(REVISION, last).map_err(db_err)?;
+            meta.insert(REVISION, meta_rev).map_err(db_err)?;
         }
         tx.commit().map_err(db_err)
     })
     .await?
 }
 
-/// Makes a committed batch visible: current objects, watch history, revision.
+/// Makes a committed batch visible: current objects, the volatile index, watch history,
+/// revision.
 fn publish(inner: &Inner, batch: Vec<Pending>, last: u64) {
+    let now = std::time::Instant::now();
     {
         let mut s = inner.state.write().expect("store lock");
         for p in batch {
@@ -123,28 +157,34 @@ fn publish(inner: &Inner, batch: Vec<Pending>, last: u64) {
             } else {
                 map.insert(key, p.stored.clone())
             };
+            let volatile = inner.volatile.holds(&p.resource);
+            if volatile {
+                if let Some(prev) = &prev {
+                    s.volatile.remove(&p.namespace, prev.rev);
+                }
+                if p.kind != EventType::Deleted {
+                    s.volatile
+                        .insert(&p.resource, &p.namespace, &p.name, p.stored.rev, now);
+                }
+            }
             let event = Event {
                 kind: p.kind,
                 resource: p.resource,
                 namespace: p.namespace,
                 name: p.name,
-                obj: p.stored.clone(),
+                obj: p.stored,
                 prev,
             };
-            s.history_bytes += event.held_bytes();
-            s.history.push_back(Arc::new(event));
+            if volatile {
+                s.volatile_history.push(event);
+            } else {
+                s.history.push(event);
+            }
         }
         s.rev = last;
         inner
             .published
             .store(last, std::sync::atomic::Ordering::Release);
-        while s.history.len() > inner.history_limit || s.history_bytes > inner.history_bytes {
-            let Some(e) = s.history.pop_front() else {
-                break;
-            };
-            s.history_bytes -= e.held_bytes();
-            s.compacted = e.obj.rev;
-        }
     }
     inner.rev_tx.send_replace(last);
 }

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::{Mutex, Notify, oneshot, watch};
@@ -9,7 +10,9 @@ use tokio::sync::{Mutex, Notify, oneshot, watch};
 use super::batch::{Queue, Writer, prepare};
 use super::committer::committer;
 use super::error::{StoreError, db_err};
+use super::evict::EXPIRE_BATCH;
 use super::history::{Event, EventType, Gone, HistoryLimits};
+use super::index::Volatile;
 use super::inner::Inner;
 use super::integrity::{check_bounds, load_row, quarantine};
 use super::limits::MAX_OBJECT_BYTES;
@@ -25,15 +28,16 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (or creates) the database at `path`, loads every object into memory and starts
-    /// the committer task (so it must be called inside a Tokio runtime).
-    pub fn open(path: &Path, limits: HistoryLimits) -> Result<Store, StoreError> {
+    /// Opens (or creates) the database at `path`, loads every durable object into memory and
+    /// starts the committer task (so it must be called inside a Tokio runtime). Rows of
+    /// volatile resources (written by versions that stored Events) are removed from the file.
+    pub fn open(path: &Path, config: impl Into<StoreConfig>) -> Result<Store, StoreError> {
+        let config = config.into();
         // Reads are served from memory, so redb's page cache only needs to cover writes.
         let db = Database::builder()
             .set_cache_size(2 << 20)
             .create(path)
             .map_err(db_err)?;
-        let mut state = State::default();
         {
             let tx = db.begin_write().map_err(db_err)?;
             // Make sure both tables exist so that read transactions never fail on a fresh file.
@@ -43,12 +47,23 @@ impl Store {
         }
         let tx = db.begin_read().map_err(db_err)?;
         let meta = tx.open_table(META).map_err(db_err)?;
-        state.rev = meta.get(REVISION).map_err(db_err)?.map_or(0, |v| v.value());
+        let rev = meta.get(REVISION).map_err(db_err)?.map_or(0, |v| v.value());
+        // After a restart the histories are empty: watches from older revisions get 410 Gone
+        // and clients relist, exactly as after an etcd compaction.
+        let mut state = State::new(rev, config.history, config.volatile.history);
         let objects = tx.open_table(OBJECTS).map_err(db_err)?;
         let mut bad: Vec<(String, Vec<u8>, String)> = Vec::new();
+        let mut dropped: Vec<String> = Vec::new();
         for row in objects.iter().map_err(db_err)? {
             let (k, v) = row.map_err(db_err)?;
             let key = k.value();
+            if config
+                .volatile
+                .holds(key.split('/').next().unwrap_or_default())
+            {
+                dropped.push(key.to_string());
+                continue;
+            }
             match load_row(key, v.value()) {
                 Ok((resource, ns, name, value)) => {
                     let rev = resource_version(&value).unwrap_or(0);
@@ -68,16 +83,23 @@ impl Store {
         if !bad.is_empty() {
             quarantine(&db, &bad)?;
         }
-        // After a restart the history is empty: watches from older revisions get 410 Gone and
-        // clients relist, exactly as after an etcd compaction.
-        state.compacted = state.rev;
+        if !dropped.is_empty() {
+            drop_rows(&db, &dropped)?;
+        }
         let (rev_tx, _) = watch::channel(state.rev);
-        tracing::info!(revision = state.rev, quarantined, path = %path.display(), "store opened");
+        tracing::info!(
+            revision = state.rev,
+            quarantined,
+            volatile_dropped = dropped.len(),
+            path = %path.display(),
+            "store opened"
+        );
         let opened_at = state.rev;
         let writer = Writer {
             next_rev: state.rev,
             ..Default::default()
         };
+        let expires = !config.volatile.resources.is_empty() && config.volatile.ttl < Duration::MAX;
         let inner = Arc::new(Inner {
             db: RwLock::new(Some(Arc::new(db))),
             path: path.to_path_buf(),
@@ -87,10 +109,13 @@ impl Store {
             published: std::sync::atomic::AtomicU64::new(opened_at),
             wake: Arc::new(Notify::new()),
             rev_tx,
-            history_limit: limits.events.max(16),
-            history_bytes: limits.bytes,
+            volatile: config.volatile,
+            reserved: std::sync::atomic::AtomicU64::new(opened_at),
         });
         tokio::spawn(committer(Arc::downgrade(&inner), inner.wake.clone()));
+        if expires {
+            tokio::spawn(expiry(Arc::downgrade(&inner)));
+        }
         Ok(Store { inner })
     }
 
@@ -135,20 +160,14 @@ impl Store {
     /// Events for `resource` with a revision above `after`, oldest first, and the revision
     /// they are complete up to.
     pub fn events_since(&self, resource: &str, after: u64) -> Result<(Vec<Arc<Event>>, u64), Gone> {
+        let volatile = self.inner.volatile.holds(resource);
         self.read(|s| {
-            if after < s.compacted {
-                return Err(Gone {
-                    oldest: s.compacted,
-                });
-            }
-            let start = s.history.partition_point(|e| e.obj.rev <= after);
-            let events = s
-                .history
-                .range(start..)
-                .filter(|e| e.resource == resource)
-                .cloned()
-                .collect();
-            Ok((events, s.rev))
+            let history = if volatile {
+                &s.volatile_history
+            } else {
+                &s.history
+            };
+            Ok((history.since(resource, after)?, s.rev))
         })
     }
 
@@ -183,7 +202,12 @@ impl Store {
                     state: &self.inner.state,
                     overlay: &w.overlay,
                 };
-                let (ops, out) = f(&view)?;
+                let (mut ops, out) = f(&view)?;
+                // Volatile objects this write creates push the oldest ones out.
+                if !self.inner.volatile.resources.is_empty() {
+                    let evicted = view.evictions(&ops, &self.inner.volatile);
+                    ops.extend(evicted);
+                }
                 check_bounds(&ops)?;
                 let pending = prepare(&view, ops, w.next_rev);
                 if let Some(p) = pending
@@ -259,11 +283,83 @@ impl Store {
     /// Drops history up to and including `rev` (watches from older revisions then get 410).
     pub fn compact(&self, rev: u64) {
         let mut s = self.inner.state.write().expect("store lock");
-        while s.history.front().is_some_and(|e| e.obj.rev <= rev) {
-            if let Some(e) = s.history.pop_front() {
-                s.history_bytes -= e.held_bytes();
+        let current = s.rev;
+        s.history.compact(rev, current);
+        s.volatile_history.compact(rev, current);
+    }
+
+    /// Deletes the volatile objects last written at or before `now` minus their TTL (at most
+    /// [`EXPIRE_BATCH`] at once); returns how many.
+    pub async fn expire(&self, now: Instant) -> Result<usize, StoreError> {
+        let cfg = &self.inner.volatile;
+        let (done, ()) = self
+            .write(|v| Ok::<_, StoreError>((v.expired(now, cfg), ())))
+            .await?;
+        Ok(done.len())
+    }
+
+    /// How many volatile objects are held: in all, and in `namespace`.
+    pub fn volatile_count(&self, namespace: &str) -> (usize, usize) {
+        self.read(|s| (s.volatile.len(), s.volatile.len_in(namespace)))
+    }
+}
+
+/// Expires volatile objects a tenth of their TTL after it has passed, at most (and at least
+/// every 100 ms, at most every 10 s), until the store is closed or dropped.
+async fn expiry(weak: std::sync::Weak<Inner>) {
+    let every = match weak.upgrade() {
+        Some(inner) => {
+            (inner.volatile.ttl / 10).clamp(Duration::from_millis(100), Duration::from_secs(10))
+        }
+        None => return,
+    };
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(inner) = weak.upgrade() else {
+            return;
+        };
+        let store = Store { inner };
+        loop {
+            match store.expire(Instant::now()).await {
+                Ok(n) if n >= EXPIRE_BATCH => continue,
+                Ok(_) => break,
+                Err(StoreError::Closed) => return,
+                // Refused while the disk is full, say: the next pass tries again.
+                Err(e) => {
+                    tracing::debug!(error = %e, "expiring volatile objects");
+                    break;
+                }
             }
         }
-        s.compacted = s.compacted.max(rev.min(s.rev));
+    }
+}
+
+/// Removes rows in one transaction (volatile ones left by an earlier version).
+fn drop_rows(db: &Database, keys: &[String]) -> Result<(), StoreError> {
+    let tx = db.begin_write().map_err(db_err)?;
+    {
+        let mut objects = tx.open_table(OBJECTS).map_err(db_err)?;
+        for key in keys {
+            objects.remove(key.as_str()).map_err(db_err)?;
+        }
+    }
+    tx.commit().map_err(db_err)
+}
+
+/// How the store keeps changes for watches, and which resources stay in memory only.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// The durable objects' change history.
+    pub history: HistoryLimits,
+    pub volatile: Volatile,
+}
+
+impl From<HistoryLimits> for StoreConfig {
+    /// Every resource durable.
+    fn from(history: HistoryLimits) -> Self {
+        StoreConfig {
+            history,
+            volatile: Volatile::none(),
+        }
     }
 }

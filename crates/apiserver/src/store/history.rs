@@ -1,6 +1,7 @@
 //! The change history watches read: events, how much of it is kept, and what a lookup
 //! past its start gets.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::stored::Stored;
@@ -70,4 +71,68 @@ impl HistoryLimits {
 #[derive(Debug, Clone, Copy)]
 pub struct Gone {
     pub oldest: u64,
+}
+
+/// Recent changes, oldest first, within [`HistoryLimits`].
+pub(super) struct History {
+    events: VecDeque<Arc<Event>>,
+    /// JSON bytes referenced by `events` (shared with current objects or not).
+    bytes: usize,
+    /// Every change with a revision above this one is still here.
+    compacted: u64,
+    limits: HistoryLimits,
+}
+
+impl History {
+    /// An empty history that starts at `rev`: older revisions are gone.
+    pub(super) fn new(limits: HistoryLimits, rev: u64) -> Self {
+        History {
+            events: VecDeque::new(),
+            bytes: 0,
+            compacted: rev,
+            limits: HistoryLimits {
+                events: limits.events.max(16),
+                bytes: limits.bytes,
+            },
+        }
+    }
+
+    /// Appends a change, dropping the oldest ones past the limits.
+    pub(super) fn push(&mut self, event: Event) {
+        self.bytes += event.held_bytes();
+        self.events.push_back(Arc::new(event));
+        while self.events.len() > self.limits.events || self.bytes > self.limits.bytes {
+            let Some(e) = self.events.pop_front() else {
+                break;
+            };
+            self.bytes -= e.held_bytes();
+            self.compacted = e.obj.rev;
+        }
+    }
+
+    /// Changes to `resource` with a revision above `after`, oldest first.
+    pub(super) fn since(&self, resource: &str, after: u64) -> Result<Vec<Arc<Event>>, Gone> {
+        if after < self.compacted {
+            return Err(Gone {
+                oldest: self.compacted,
+            });
+        }
+        let start = self.events.partition_point(|e| e.obj.rev <= after);
+        Ok(self
+            .events
+            .range(start..)
+            .filter(|e| e.resource == resource)
+            .cloned()
+            .collect())
+    }
+
+    /// Drops changes up to and including `rev` (at most `current`, the store's revision).
+    pub(super) fn compact(&mut self, rev: u64, current: u64) {
+        while self.events.front().is_some_and(|e| e.obj.rev <= rev) {
+            if let Some(e) = self.events.pop_front() {
+                self.bytes -= e.held_bytes();
+            }
+        }
+        self.compacted = self.compacted.max(rev.min(current));
+    }
 }

@@ -7,6 +7,7 @@ use redb::Database;
 use tokio::sync::{Mutex, Notify, watch};
 
 use super::batch::{Queue, Writer};
+use super::index::Volatile;
 use super::state::State;
 
 pub(super) struct Inner {
@@ -23,8 +24,11 @@ pub(super) struct Inner {
     /// handle closes the file.
     pub(super) wake: Arc<Notify>,
     pub(super) rev_tx: watch::Sender<u64>,
-    pub(super) history_limit: usize,
-    pub(super) history_bytes: usize,
+    /// The resources kept in memory only, and their bounds.
+    pub(super) volatile: Volatile,
+    /// The revision stored in the file: every revision handed out so far, volatile ones
+    /// included, is at or below it, so none is handed out again after a restart.
+    pub(super) reserved: std::sync::atomic::AtomicU64,
 }
 
 impl Drop for Inner {

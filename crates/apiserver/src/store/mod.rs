@@ -9,17 +9,26 @@
 //! The parts, each using only those listed before it (shared items live in the leaves, so
 //! nothing here imports in a circle): `limits` (object size and nesting bounds), `tables`
 //! (the redb tables), `error`, `op` (a change to make), `stored` (one object as stored),
-//! `history` (change events for watches), `state` (the in-memory view), `view` (the state
-//! with queued writes on top), `batch` (writes decided but not yet durable), `integrity`
-//! (bounds checks, quarantine at open, the offline check), `inner` (what the handle and the
-//! committer share), `recovery` (after a failed commit), `committer` (group commit and
-//! publication) and `handle` ([`Store`]).
+//! `history` (change events for watches), `index` (the volatile resources, Events: their
+//! bounds and write order), `state` (the in-memory view), `view` (the state with queued
+//! writes on top), `evict` (the deletions that keep volatile resources within their bounds),
+//! `batch` (writes decided but not yet durable), `integrity` (bounds checks, quarantine at
+//! open, the offline check), `inner` (what the handle and the committer share), `recovery`
+//! (after a failed commit), `committer` (group commit and publication) and `handle`
+//! ([`Store`]).
+//!
+//! Volatile resources go through the same writes, revisions and reads as the others, but are
+//! never written to the file: a restart loses them, and nothing else. They have their own
+//! watch history and are bounded by count (per namespace and in all) and by age since their
+//! last write; past a bound the oldest are deleted like any object (watchers see `DELETED`).
 
 mod batch;
 mod committer;
 mod error;
+mod evict;
 mod handle;
 mod history;
+mod index;
 mod inner;
 mod integrity;
 mod limits;
@@ -31,8 +40,9 @@ mod tables;
 mod view;
 
 pub use error::StoreError;
-pub use handle::Store;
+pub use handle::{Store, StoreConfig};
 pub use history::{Event, EventType, Gone, HistoryLimits, Version};
+pub use index::Volatile;
 pub use integrity::{CheckReport, check, depth};
 pub use limits::{MAX_DEPTH, MAX_OBJECT_BYTES, MAX_STORED_DEPTH};
 pub use op::Op;
@@ -42,3 +52,5 @@ pub use view::View;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod volatile_tests;

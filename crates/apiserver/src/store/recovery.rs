@@ -31,6 +31,8 @@ pub(super) async fn recover(weak: std::sync::Weak<Inner>) {
             }
         }
         let published = inner.published.load(std::sync::atomic::Ordering::Acquire);
+        // Volatile revisions handed out up to the reserved one may be published already.
+        let stored_rev = published.max(inner.reserved.load(std::sync::atomic::Ordering::Acquire));
         w.overlay.clear();
         w.next_rev = published;
         let old = inner.db.write().expect("store lock").take();
@@ -57,7 +59,7 @@ pub(super) async fn recover(weak: std::sync::Weak<Inner>) {
                         table.remove("probe").map_err(db_err)?;
                     }
                     let mut meta = tx.open_table(META).map_err(db_err)?;
-                    meta.insert(REVISION, published).map_err(db_err)?;
+                    meta.insert(REVISION, stored_rev).map_err(db_err)?;
                 }
                 tx.commit().map_err(db_err)?;
             }

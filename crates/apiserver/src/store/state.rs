@@ -1,26 +1,39 @@
 //! [`State`]: the committed objects in memory, and the recent history.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::history::Event;
+use super::history::{History, HistoryLimits};
+use super::index::Index;
 use super::stored::Stored;
 
 type Objects = BTreeMap<(String, String), Arc<Stored>>;
 
-/// The in-memory view: current objects per resource and recent events.
-#[derive(Default)]
+/// The in-memory view: current objects per resource (volatile ones included) and recent
+/// changes.
 pub struct State {
     pub(super) rev: u64,
     pub(super) objects: HashMap<String, Objects>,
-    pub(super) history: VecDeque<Arc<Event>>,
-    /// JSON bytes referenced by `history` (shared with current objects or not).
-    pub(super) history_bytes: usize,
-    /// Every event with a revision above this one is still in `history`.
-    pub(super) compacted: u64,
+    /// Changes to durable objects.
+    pub(super) history: History,
+    /// Changes to volatile objects (see [`Volatile`](super::Volatile)).
+    pub(super) volatile_history: History,
+    /// The volatile objects in write order, for their bounds.
+    pub(super) volatile: Index,
 }
 
 impl State {
+    /// Nothing loaded yet, at revision `rev`: the histories start empty there.
+    pub(super) fn new(rev: u64, history: HistoryLimits, volatile: HistoryLimits) -> Self {
+        State {
+            rev,
+            objects: HashMap::new(),
+            history: History::new(history, rev),
+            volatile_history: History::new(volatile, rev),
+            volatile: Index::default(),
+        }
+    }
+
     pub fn revision(&self) -> u64 {
         self.rev
     }

@@ -22,7 +22,7 @@ pub struct View<'a> {
 }
 
 impl View<'_> {
-    fn committed(&self) -> std::sync::RwLockReadGuard<'_, State> {
+    pub(super) fn committed(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().expect("store lock")
     }
 
