@@ -15,11 +15,9 @@ use crate::registry::{self, Snapshot};
 use crate::state::Core;
 use crate::store::Stored;
 
-/// A sweep also runs this often without being poked, to catch anything missed.
+/// A sweep also runs this often without being poked, to catch anything missed. (Events are
+/// not the collector's: the store bounds them by count and age.)
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
-/// Events are removed this long after they were last seen, as kube-apiserver's default
-/// `--event-ttl` does, so a long-running server does not collect them forever.
-const EVENT_TTL: Duration = Duration::from_secs(3600);
 
 pub async fn run(core: Arc<Core>) {
     let mut shutdown = core.shutdown.clone();
@@ -135,24 +133,18 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
                 out.push((key_of(resource, v), Action::Release(rest)));
             }
         }
-        let event_ttl = jiff::SignedDuration::try_from(EVENT_TTL).unwrap_or_default();
-        let now = jiff::Timestamp::now();
         // Objects in terminating namespaces or of terminating CRDs.
         let contained = |resource: &str, v: &Value| {
             let ns = str_at(v, "/metadata/namespace").unwrap_or_default();
             terminating_ns.contains(ns) || terminating_crds.contains(resource)
         };
         let any_terminating = !terminating_ns.is_empty() || !terminating_crds.is_empty();
-        for (resource, o) in s.all().filter(|(_, o)| !o.deleting && !o.has_owners) {
-            let expired_event = resource == "events"
-                && o.last_seen
-                    .is_some_and(|t| now.duration_since(t) > event_ttl);
-            if !expired_event && !any_terminating {
-                continue;
-            }
-            let v = o.meta();
-            if (expired_event || contained(resource, &v)) && snap.by_key(resource).is_some() {
-                out.push((key_of(resource, &v), Action::Delete));
+        if any_terminating {
+            for (resource, o) in s.all().filter(|(_, o)| !o.deleting && !o.has_owners) {
+                let v = o.meta();
+                if contained(resource, &v) && snap.by_key(resource).is_some() {
+                    out.push((key_of(resource, &v), Action::Delete));
+                }
             }
         }
         for (resource, v) in &owned {
@@ -170,12 +162,7 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
                                     .is_none_or(|u| !uids.contains(u) || foreground.contains(u))
                         })
                 });
-            let expired_event = *resource == "events"
-                && crate::meta::event_last_seen(v)
-                    .is_some_and(|t| now.duration_since(t) > event_ttl);
-            if (orphaned || expired_event || contained(resource, v))
-                && snap.by_key(resource).is_some()
-            {
+            if (orphaned || contained(resource, v)) && snap.by_key(resource).is_some() {
                 out.push((key_of(resource, v), Action::Delete));
             }
         }

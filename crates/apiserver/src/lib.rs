@@ -1,4 +1,6 @@
 //! The embedded, kubectl-compatible Kubernetes API server with a durable local store.
+//! Events are the exception: served like any object but kept in memory only, bounded by count
+//! and age (see [`EventLimits`]).
 //!
 //! It serves any CustomResourceDefinition plus a few built-in kinds (Namespace, Secret,
 //! ConfigMap, Event, Lease, CustomResourceDefinition). Start it with [`ApiServer::open`], then
@@ -56,7 +58,7 @@ pub mod tls;
 mod watch;
 mod yaml;
 
-pub use server::{ApiServer, ServerConfig, ServerError};
+pub use server::{ApiServer, EventLimits, ServerConfig, ServerError};
 
 /// Entry points for the fuzz targets in `fuzz/`; not an API.
 #[doc(hidden)]

@@ -135,19 +135,6 @@ pub fn label_value_errors(v: &str) -> Vec<String> {
     }
 }
 
-/// When an Event (core form) was last observed.
-pub fn event_last_seen(v: &Value) -> Option<jiff::Timestamp> {
-    [
-        "/series/lastObservedTime",
-        "/lastTimestamp",
-        "/eventTime",
-        "/metadata/creationTimestamp",
-    ]
-    .iter()
-    .filter_map(|p| str_at(v, p))
-    .find_map(|t| t.parse().ok())
-}
-
 pub const FOREGROUND: &str = "foregroundDeletion";
 
 #[cfg(test)]

@@ -64,6 +64,8 @@ impl Resource {
 }
 
 pub const CRD_KEY: &str = "customresourcedefinitions.apiextensions.k8s.io";
+/// Storage key of Events, `core/v1` and `events.k8s.io/v1` alike (see convert.rs).
+pub const EVENT_KEY: &str = "events";
 pub const NAMESPACE_KEY: &str = "namespaces";
 
 struct Builtin {

@@ -20,7 +20,7 @@ use crate::registry::{self, Registry};
 use crate::shares::ConnOwner;
 use crate::state::{Core, Limits};
 use crate::status::ApiError;
-use crate::store::{HistoryLimits, Store, StoreError};
+use crate::store::{HistoryLimits, Store, StoreConfig, StoreError, Volatile};
 use crate::tls;
 
 /// How to run the server.
@@ -41,6 +41,8 @@ pub struct ServerConfig {
     pub history: usize,
     /// Bound on the object JSON those events hold on to.
     pub history_bytes: usize,
+    /// Where Events are kept and how many: in memory only (see [`EventLimits`]).
+    pub events: EventLimits,
     /// Transport and request bounds (kube-apiserver's defaults).
     pub limits: Limits,
     /// Extra checks on writes of particular custom resources (admission webhooks' role).
@@ -56,8 +58,40 @@ impl ServerConfig {
             tls_names: Vec::new(),
             history: 20_000,
             history_bytes: 8 << 20,
+            events: EventLimits::default(),
             limits: Limits::default(),
             validators: Vec::new(),
+        }
+    }
+}
+
+/// Events (`core/v1` and `events.k8s.io/v1`, one storage) are kept in memory only, never in
+/// the store file: a restart loses them, and nothing else. They are served like any object
+/// (list, get, watch, writes, selectors, RBAC, audit) and bounded: past a count the Events
+/// written longest ago are deleted, and each is deleted a TTL after its last write (as
+/// kube-apiserver's `--event-ttl`). Watchers see those deletions.
+#[derive(Debug, Clone)]
+pub struct EventLimits {
+    /// Most Events one namespace holds.
+    pub per_namespace: usize,
+    /// Most Events in all namespaces together.
+    pub total: usize,
+    /// How long an Event lives after its last write.
+    pub ttl: std::time::Duration,
+    /// Changes kept for Event watches (their own history, apart from the objects').
+    pub history: usize,
+    /// Bound on the Event JSON that history holds on to.
+    pub history_bytes: usize,
+}
+
+impl Default for EventLimits {
+    fn default() -> Self {
+        EventLimits {
+            per_namespace: 10_000,
+            total: 50_000,
+            ttl: std::time::Duration::from_secs(3600),
+            history: 20_000,
+            history_bytes: 4 << 20,
         }
     }
 }
@@ -165,11 +199,24 @@ impl ApiServer {
         } else {
             None
         };
+        let events = &config.events;
         let store = Store::open(
             &dir.join("store.redb"),
-            HistoryLimits {
-                events: config.history,
-                bytes: config.history_bytes,
+            StoreConfig {
+                history: HistoryLimits {
+                    events: config.history,
+                    bytes: config.history_bytes,
+                },
+                volatile: Volatile {
+                    resources: vec![registry::EVENT_KEY.to_string()],
+                    per_namespace: events.per_namespace.max(1),
+                    total: events.total.max(1),
+                    ttl: events.ttl,
+                    history: HistoryLimits {
+                        events: events.history,
+                        bytes: events.history_bytes,
+                    },
+                },
             },
         )?;
         let (shutdown_tx, shutdown) = watch::channel(false);

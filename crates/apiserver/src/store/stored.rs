@@ -12,7 +12,7 @@ pub struct Stored {
     pub rev: u64,
     pub json: Bytes,
     /// `apiVersion`, `kind`, `metadata` without `managedFields` and `annotations`, and the
-    /// top-level fields Events are selected and expired by; see [`Stored::meta`]. Only kept
+    /// top-level fields Events are selected by; see [`Stored::meta`]. Only kept
     /// when it is under a quarter of the object's size: for smaller objects (Events, whose
     /// view is half of them) parsing the whole object is about as cheap, and a second copy
     /// would cost half as much again as the object.
@@ -23,21 +23,10 @@ pub struct Stored {
     pub deleting: bool,
     /// `metadata.ownerReferences` is not empty.
     pub has_owners: bool,
-    /// Events: when last observed (the collector expires them after a TTL).
-    pub last_seen: Option<jiff::Timestamp>,
 }
 
-/// Top-level fields kept in [`Stored::meta`] besides metadata (Event selection and expiry).
-const META_FIELDS: &[&str] = &[
-    "apiVersion",
-    "kind",
-    "involvedObject",
-    "lastTimestamp",
-    "eventTime",
-    "series",
-    "type",
-    "reason",
-];
+/// Top-level fields kept in [`Stored::meta`] besides metadata (Event selection).
+const META_FIELDS: &[&str] = &["apiVersion", "kind", "involvedObject", "type", "reason"];
 
 impl Stored {
     pub fn new(rev: u64, value: Value) -> Self {
@@ -68,9 +57,6 @@ impl Stored {
             .pointer("/metadata/ownerReferences")
             .and_then(Value::as_array)
             .is_some_and(|r| !r.is_empty());
-        let last_seen = (text("/kind") == "Event")
-            .then(|| crate::meta::event_last_seen(&meta))
-            .flatten();
         let meta_json = serde_json::to_vec(&meta).expect("JSON values serialize");
         let meta_json = (meta_json.len() * 4 < json.len()).then(|| meta_json.into_boxed_slice());
         Stored {
@@ -81,7 +67,6 @@ impl Stored {
             uid,
             deleting,
             has_owners,
-            last_seen,
         }
     }
 
