@@ -51,6 +51,18 @@ pub struct Args {
     /// Seconds a request (watches excepted) may take before it ends with 504.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     request_timeout: u64,
+    /// How long an Event is kept after its last write (kube-apiserver's --event-ttl), e.g.
+    /// 1h, 30m. Events are kept in memory only, never in the store: a restart loses every
+    /// Event (and no object).
+    #[arg(long, default_value = "1h", value_parser = crate::duration::parse_duration)]
+    event_ttl: std::time::Duration,
+    /// Most Events one namespace holds; past it the Events written longest ago are deleted.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    max_events_per_namespace: u64,
+    /// Most Events held in all namespaces together (in memory, ~2 KB each); past it the
+    /// Events written longest ago are deleted.
+    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    max_events: u64,
     #[command(flatten)]
     controllers: crate::controllers::ControllerArgs,
 }
@@ -79,6 +91,9 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         .max_connections_per_user
         .map_or(config.limits.max_connections / 4, |n| n as usize);
     config.limits.request_timeout = std::time::Duration::from_secs(args.request_timeout);
+    config.events.ttl = args.event_ttl;
+    config.events.per_namespace = args.max_events_per_namespace as usize;
+    config.events.total = args.max_events as usize;
     config.validators.extend(webhooks());
     let ip = args.listen.ip();
     if !ip.is_unspecified() && !ip.is_loopback() {

@@ -1,12 +1,13 @@
 //! `ferrometal store check DIR`: reads every stored object of a (stopped) server's data
-//! directory and reports the rows that cannot be read, and those quarantined at an earlier
-//! start. Exits non-zero when there are any.
+//! directory, counts them per resource, and reports the rows that cannot be read, and those
+//! quarantined at an earlier start. Exits non-zero when there are any. (Events are never in
+//! the store: the server keeps them in memory only.)
 
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Read every row and report unreadable or quarantined ones.
+    /// Read every row, count objects per resource and report unreadable or quarantined ones.
     Check {
         /// The data directory (`serve --data-dir`).
         data_dir: PathBuf,
@@ -25,6 +26,9 @@ pub fn run(cmd: Command) -> anyhow::Result<std::process::ExitCode> {
         r.unreadable.len(),
         r.quarantined.len()
     );
+    for (resource, n) in &r.by_resource {
+        println!("  {resource}: {n}");
+    }
     for (key, why) in &r.unreadable {
         println!("unreadable  {key}: {why}");
     }

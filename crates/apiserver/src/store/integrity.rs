@@ -149,6 +149,8 @@ pub(super) fn quarantine(
 pub struct CheckReport {
     pub revision: u64,
     pub objects: usize,
+    /// Readable objects per resource (storage key, e.g. `configmaps`).
+    pub by_resource: std::collections::BTreeMap<String, usize>,
     /// (key, reason) of rows in the objects table that cannot be read.
     pub unreadable: Vec<(String, String)>,
     /// (key, size) of rows already moved to quarantine at an earlier start.
@@ -171,7 +173,10 @@ pub fn check(path: &Path) -> Result<CheckReport, StoreError> {
         for row in objects.iter().map_err(db_err)? {
             let (k, v) = row.map_err(db_err)?;
             match load_row(k.value(), v.value()) {
-                Ok(_) => report.objects += 1,
+                Ok((resource, ..)) => {
+                    report.objects += 1;
+                    *report.by_resource.entry(resource).or_default() += 1;
+                }
                 Err(why) => report.unreadable.push((k.value().to_string(), why)),
             }
         }
