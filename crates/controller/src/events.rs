@@ -31,6 +31,12 @@ pub struct HostEvent {
 const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 /// How often expired series are dropped from memory.
 const PRUNE_EVERY: Duration = Duration::from_secs(30);
+/// Most series remembered at once. Past it the least recently seen are forgotten (a repeat of
+/// one of those starts a new Event, as after the window): with thousands of hosts each
+/// announcing a handful of Events, the window alone would keep one entry per Event for six
+/// minutes. The API server keeps about as many Events per namespace, so a forgotten series
+/// has usually lost its Event anyway.
+const MAX_SERIES: usize = 10_000;
 
 struct Series {
     /// The Event object the repeats are counted on.
@@ -42,6 +48,30 @@ struct Series {
 struct Seen {
     series: HashMap<u64, Series>,
     pruned: Instant,
+}
+
+impl Seen {
+    fn remember(&mut self, key: u64, series: Series) {
+        self.series.insert(key, series);
+        if self.series.len() > MAX_SERIES {
+            self.forget_oldest();
+        }
+    }
+
+    /// Drops the least recently seen series down to three quarters of [`MAX_SERIES`], so this
+    /// scan runs once per quarter of it.
+    fn forget_oldest(&mut self) {
+        let keep = MAX_SERIES * 3 / 4;
+        let mut times: Vec<Instant> = self.series.values().map(|s| s.last).collect();
+        if times.len() <= keep {
+            return;
+        }
+        let cut = times.len() - keep;
+        let (_, oldest_kept, _) = times.select_nth_unstable(cut);
+        let oldest_kept = *oldest_kept;
+        self.series.retain(|_, s| s.last >= oldest_kept);
+        self.series.shrink_to(MAX_SERIES + 1);
+    }
 }
 
 pub struct EventPublisher {
@@ -144,8 +174,7 @@ impl EventPublisher {
         self.seen
             .lock()
             .expect("event series lock")
-            .series
-            .insert(key, Series { name, count, last });
+            .remember(key, Series { name, count, last });
     }
 
     fn new_event(&self, regarding: &ObjectReference, e: &HostEvent, ns: &str) -> Event {
@@ -237,6 +266,34 @@ fn series_key(regarding: &ObjectReference, e: &HostEvent) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn series_memory_is_bounded_and_keeps_the_most_recent() {
+        let start = Instant::now();
+        let mut seen = Seen {
+            series: HashMap::new(),
+            pruned: start,
+        };
+        let total = MAX_SERIES * 3;
+        for i in 0..total {
+            let series = Series {
+                name: format!("event-{i}"),
+                count: 1,
+                last: start + Duration::from_millis(i as u64),
+            };
+            seen.remember(i as u64, series);
+            assert!(seen.series.len() <= MAX_SERIES);
+        }
+        let newest = (total - 1) as u64;
+        assert!(seen.series.contains_key(&newest));
+        assert!(
+            !seen.series.contains_key(&0),
+            "the oldest are forgotten first"
+        );
+        let oldest_kept = seen.series.keys().min().copied().unwrap();
+        let kept = seen.series.len() as u64;
+        assert_eq!(oldest_kept, newest + 1 - kept, "everything newer is kept");
+    }
 
     fn reference(uid: &str, name: &str) -> ObjectReference {
         ObjectReference {
