@@ -59,7 +59,7 @@ pub struct Args {
     /// Most Events one namespace holds; past it the Events written longest ago are deleted.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     max_events_per_namespace: u64,
-    /// Most Events held in all namespaces together (in memory, ~2 KB each); past it the
+    /// Most Events held in all namespaces together (in memory, ~1.5 KB each); past it the
     /// Events written longest ago are deleted.
     #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     max_events: u64,
