@@ -17,6 +17,7 @@ use serde_json::json;
 use super::args::Args;
 use super::common::{self, Cluster, CrashHook, MOVE_PAUSE, progress};
 use super::host_parts::{bmc_address, carried_status, hosts_api, secret_refs, state};
+use super::hosts_item::{Item, alive};
 use super::objects::{Key, copy_secret, delete_without_finalizers, show};
 use super::phase::{self, Outcome};
 use super::{hosts_guard, hosts_outcome, hosts_remove};
@@ -26,39 +27,6 @@ const PHASES: [&str; 4] = ["pause", "copy", "unpause", "remove"];
 const QUIET_FOR: Duration = Duration::from_secs(1);
 /// ...and the wait for quiet ends after this long whatever happens.
 const QUIET_MAX: Duration = Duration::from_secs(10);
-
-/// One host being moved.
-pub(super) struct Item {
-    pub(super) key: Key,
-    /// The paused value the copy at the target carries: ours, or the one someone else paused
-    /// the host with (then it stays paused at the target too).
-    pub(super) pause: String,
-    pub(super) source_state: String,
-    pub(super) source_power: bool,
-    pub(super) secrets: Vec<Key>,
-    pub(super) hardware_data: bool,
-    /// Set once a phase failed for this host; later phases skip it.
-    pub(super) error: Option<String>,
-    pub(super) target_state: Option<String>,
-}
-
-impl Item {
-    pub(super) fn alive(&self) -> bool {
-        self.error.is_none()
-    }
-    /// Names the host and the error on a line of its own; later phases skip the host.
-    pub(super) fn fail(&mut self, phase: &str, e: anyhow::Error) -> Outcome {
-        let message = format!("{phase}: {e:#}");
-        progress("failed", &show(&self.key), &message);
-        self.error = Some(message);
-        Outcome::Failed
-    }
-}
-
-/// The hosts no phase has failed for yet.
-pub(super) fn alive(items: &mut [Item]) -> Vec<&mut Item> {
-    items.iter_mut().filter(|i| i.alive()).collect()
-}
 
 /// The controller's own test for a host that never had a status (see the host controller).
 fn status_is_empty(status: Option<&BareMetalHostStatus>) -> bool {

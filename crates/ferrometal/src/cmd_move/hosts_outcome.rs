@@ -10,7 +10,7 @@ use kube::api::ListParams;
 
 use super::common::{self, Cluster, or_dash, progress};
 use super::host_parts::{hosts_api, state};
-use super::hosts::Item;
+use super::hosts_item::Item;
 use super::objects::{Key, show};
 use super::phase::some_of;
 

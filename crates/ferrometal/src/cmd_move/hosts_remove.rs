@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::common::{Cluster, CrashHook, MOVE_PAUSE, progress};
 use super::host_parts::{bmc_address, hosts_api, secret_refs};
-use super::hosts::{Item, alive};
+use super::hosts_item::{Item, alive};
 use super::objects::{Key, delete_without_finalizers, show};
 use super::phase::{self, Outcome};
 

@@ -36,6 +36,7 @@ mod hosts;
 mod hosts_detach;
 mod hosts_dry_run;
 mod hosts_guard;
+mod hosts_item;
 mod hosts_outcome;
 mod hosts_remove;
 mod objects;
