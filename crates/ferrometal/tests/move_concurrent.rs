@@ -6,18 +6,21 @@
 //! and through the removal (hosts of the phase in flight at the abort) completes when run
 //! again, each host at the target once.
 
+mod move_common;
 mod serve_common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use ferrometal_emulator::{Emulator, EmulatorConfig};
+use move_common::run_move;
 use serde_json::Value;
-use serve_common::{Serve, free_port, serve};
+use serve_common::{Serve, free_port, output_text as text, serve, until};
 
 const NS: &str = "infra";
 const HOSTS: usize = 40;
+/// The move under test: the fleet's namespace, four hosts at a time.
+const MOVE_ARGS: [&str; 4] = ["--namespace", NS, "--concurrency", "4"];
 const FLAGS: [&str; 6] = [
     "--power-poll-interval",
     "1",
@@ -90,37 +93,6 @@ fn facts(s: &Serve) -> BTreeMap<String, Value> {
             )
         })
         .collect()
-}
-
-/// Polls `check` every 250 ms until it holds; panics after `limit` with `what`.
-fn until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
-fn run_move(from: &Serve, to: &Serve, crash: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrometal"));
-    cmd.args(["move", "--namespace", NS, "--concurrency", "4", "--from"])
-        .arg(&from.kubeconfig)
-        .arg("--to")
-        .arg(&to.kubeconfig)
-        .env("FERROMETAL_LOG", "warn")
-        .env_remove("FERROMETAL_MOVE_CRASH_AFTER");
-    if let Some(c) = crash {
-        cmd.env("FERROMETAL_MOVE_CRASH_AFTER", c);
-    }
-    cmd.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Actions each emulated BMC received so far (power, boot, media).
@@ -250,7 +222,7 @@ fn assert_moved(f: &Fleet, from: &Serve, to: &Serve, before: &[Vec<String>]) {
 async fn move_40_hosts_four_at_a_time() {
     let f = fleet().await;
     let before = actions(&f.emu);
-    let o = run_move(&f.a, &f.b, None);
+    let o = run_move(&f.a, &f.b, &MOVE_ARGS, None);
     let out = text(&o);
     eprintln!("move:\n{out}");
     assert!(o.status.success(), "{out}");
@@ -304,7 +276,7 @@ async fn move_40_hosts_killed_mid_phase_completes_when_run_again() {
     // Killed after the 13th host's copy, then after the 21st host's removal: other hosts of
     // the phase are half-way at that moment (up to 4 at a time).
     for crash in ["copy:13", "remove:21"] {
-        let o = run_move(&f.a, &f.b, Some(crash));
+        let o = run_move(&f.a, &f.b, &MOVE_ARGS, Some(crash));
         assert!(
             !o.status.success() && o.status.code().is_none(),
             "the move with the crash after {crash} did not die abnormally: {}",
@@ -312,7 +284,7 @@ async fn move_40_hosts_killed_mid_phase_completes_when_run_again() {
         );
         assert!(text(&o).contains("aborting"), "{}", text(&o));
     }
-    let o = run_move(&f.a, &f.b, None);
+    let o = run_move(&f.a, &f.b, &MOVE_ARGS, None);
     let out = text(&o);
     eprintln!("the move run again:\n{out}");
     assert!(o.status.success(), "{out}");

@@ -4,14 +4,15 @@
 //! reports no `CredentialsChanged` for Secrets that did not change, and a stopped target is
 //! named as unreachable, not as a cluster without the CRDs.
 
+mod move_common;
 mod serve_common;
 
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferrometal_emulator::{Emulator, EmulatorConfig};
+use move_common::run_move;
 use serde_json::Value;
-use serve_common::{Serve, free_port, serve};
+use serve_common::{Serve, free_port, output_text as text, serve, until};
 
 const FLAGS: [&str; 6] = [
     "--power-poll-interval",
@@ -56,46 +57,11 @@ fn fleet_yaml(emu: &Emulator, hosts: usize) -> String {
 
 const CLAIM: &str = "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {name: web, namespace: tenant-a}\nspec:\n  poweredOn: false\n  hostSelector: {matchLabels: {pool: web}}\n";
 
-fn json(s: &Serve, args: &[&str]) -> Value {
-    serde_json::from_str(&s.ok(args)).unwrap()
-}
-
 fn hosts(s: &Serve) -> Vec<Value> {
-    json(s, &["get", "bmh", "-n", "infra", "-o", "json"])["items"]
+    s.json(&["get", "bmh", "-n", "infra", "-o", "json"])["items"]
         .as_array()
         .cloned()
         .unwrap_or_default()
-}
-
-/// Polls `check` every 250 ms until it holds; panics after `limit` with `what`.
-fn until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
-fn run_move(from: &Serve, to: &Serve, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ferrometal"))
-        .arg("move")
-        .arg("--from")
-        .arg(&from.kubeconfig)
-        .arg("--to")
-        .arg(&to.kubeconfig)
-        .args(extra)
-        .env("FERROMETAL_LOG", "warn")
-        .env_remove("FERROMETAL_MOVE_CRASH_AFTER")
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn consumer(h: &Value) -> Option<String> {
@@ -137,7 +103,7 @@ async fn move_refuses_claimed_hosts_then_moves_hosts_with_their_policy() {
     });
 
     // The dry run names the claim on its host and says the move would refuse it.
-    let o = run_move(&a, &b, &["--namespace", "infra", "--dry-run"]);
+    let o = run_move(&a, &b, &["--namespace", "infra", "--dry-run"], None);
     let out = text(&o);
     eprintln!("dry run:\n{out}");
     let line = out
@@ -154,7 +120,7 @@ async fn move_refuses_claimed_hosts_then_moves_hosts_with_their_policy() {
 
     // The move refuses before changing anything: no host paused at A, nothing at B, the
     // claim still holds its host.
-    let o = run_move(&a, &b, &["--namespace", "infra"]);
+    let o = run_move(&a, &b, &["--namespace", "infra"], None);
     let out = text(&o);
     eprintln!("move:\n{out}");
     assert!(!o.status.success(), "{out}");
@@ -169,15 +135,12 @@ async fn move_refuses_claimed_hosts_then_moves_hosts_with_their_policy() {
         );
     }
     assert!(
-        json(&b, &["get", "bmh", "-A", "-o", "json"])["items"]
+        b.json(&["get", "bmh", "-A", "-o", "json"])["items"]
             .as_array()
             .unwrap()
             .is_empty()
     );
-    let claim = json(
-        &a,
-        &["get", "hostclaim", "web", "-n", "tenant-a", "-o", "json"],
-    );
+    let claim = a.json(&["get", "hostclaim", "web", "-n", "tenant-a", "-o", "json"]);
     let associated = claim["status"]["conditions"]
         .as_array()
         .unwrap()
@@ -205,23 +168,20 @@ async fn move_refuses_claimed_hosts_then_moves_hosts_with_their_policy() {
     b.ok(&["create", "namespace", "elsewhere"]);
     b.ok(&["create", "configmap", "settings", "-n", "elsewhere"]);
     let gets_before: Vec<u64> = (0..3).map(|i| emu.counters().system(i).get).collect();
-    let o = run_move(&a, &b, &["--namespace", "infra"]);
+    let o = run_move(&a, &b, &["--namespace", "infra"], None);
     let out = text(&o);
     eprintln!("move:\n{out}");
     assert!(o.status.success(), "{out}");
     assert!(out.contains("moved 3 of 3 hosts"), "{out}");
-    let policy = json(
-        &b,
-        &[
-            "get",
-            "hostdeploypolicy",
-            "lend-to-tenants",
-            "-n",
-            "infra",
-            "-o",
-            "json",
-        ],
-    );
+    let policy = b.json(&[
+        "get",
+        "hostdeploypolicy",
+        "lend-to-tenants",
+        "-n",
+        "infra",
+        "-o",
+        "json",
+    ]);
     assert_eq!(
         policy["spec"]["hostClaimNamespaces"]["names"][0],
         "tenant-a"
@@ -242,7 +202,7 @@ async fn move_refuses_claimed_hosts_then_moves_hosts_with_their_policy() {
             .count()
             == 3
     });
-    let events = json(&b, &["get", "events", "-n", "infra", "-o", "json"]);
+    let events = b.json(&["get", "events", "-n", "infra", "-o", "json"]);
     let reasons: Vec<String> = events["items"]
         .as_array()
         .unwrap()
@@ -266,7 +226,7 @@ async fn move_to_a_stopped_target_says_connection_refused() {
     assert!(o.status.success(), "{}", text(&o));
     b.kill();
     for extra in [&["--dry-run"][..], &[]] {
-        let o = run_move(&a, &b, extra);
+        let o = run_move(&a, &b, extra, None);
         let out = text(&o);
         assert!(!o.status.success(), "{out}");
         assert!(out.contains("connection refused"), "{out}");

@@ -5,15 +5,17 @@
 //! the same with Ironic as the provisioner on both sides; and a move killed after each phase
 //! (and midway through each) completes when run again.
 
+mod move_common;
 mod serve_common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferrometal_test_support::peers::{FileServer, Sushy};
+use move_common::run_move;
 use serde_json::Value;
-use serve_common::{Serve, free_port, serve};
+use serve_common::{Serve, free_port, output_text as text, serve};
 
 const NS: &str = "infra";
 /// sushy-tools' password (Sushy::system reads with it too); never in the move's output, plain
@@ -162,30 +164,6 @@ fn wait_polls(sushy: &Sushy, before: usize, n: usize) {
         assert!(Instant::now() < deadline, "no power poll reached the BMCs");
         std::thread::sleep(Duration::from_millis(250));
     }
-}
-
-fn run_move(from: &Serve, to: &Serve, extra: &[&str], crash: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrometal"));
-    cmd.arg("move")
-        .arg("--from")
-        .arg(&from.kubeconfig)
-        .arg("--to")
-        .arg(&to.kubeconfig)
-        .args(extra)
-        .env("FERROMETAL_LOG", "warn")
-        .env_remove("FERROMETAL_MOVE_CRASH_AFTER");
-    if let Some(phase) = crash {
-        cmd.env("FERROMETAL_MOVE_CRASH_AFTER", phase);
-    }
-    cmd.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn must_move(from: &Serve, to: &Serve, extra: &[&str]) -> String {

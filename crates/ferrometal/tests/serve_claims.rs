@@ -74,19 +74,6 @@ fn condition(claim: &Value, t: &str) -> (String, String, String) {
         .unwrap_or_default()
 }
 
-fn wait(what: &str, s: &Serve, mut ok: impl FnMut() -> bool) {
-    for _ in 0..600 {
-        if ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    panic!(
-        "never: {what}\n{}",
-        std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default()
-    );
-}
-
 /// Everything the tenant can read in its namespace: claims, Secrets, HardwareData, Events, as
 /// JSON and as kubectl describes them.
 fn tenant_readable(s: &Serve, kc: &Path) -> String {
@@ -185,7 +172,7 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
         "--user=alice",
     ]);
     let alice = s.user_kubeconfig("alice", &[], "tenant-a");
-    wait("all hosts available", &s, || {
+    s.wait("all hosts available", || {
         let states = s.ok(&[
             "get",
             "bmh",
@@ -204,7 +191,7 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
     );
     let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&claim));
     assert!(o.status.success(), "{}", out(&o));
-    wait("the claim provisioned and ready", &s, || {
+    s.wait("the claim provisioned and ready", || {
         let c = claim_json(&s, &alice, "tenant-a", "web");
         condition(&c, "Provisioned").0 == "True" && condition(&c, "Ready").0 == "True"
     });
@@ -243,10 +230,10 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
             r#"{"spec":{"poweredOn":false}}"#,
         ],
     );
-    wait("the BMC powered off", &s, || {
+    s.wait("the BMC powered off", || {
         emu.state(i).power_state.as_str() == "Off"
     });
-    wait("the claim reports power off", &s, || {
+    s.wait("the claim reports power off", || {
         claim_json(&s, &alice, "tenant-a", "web")["status"]["poweredOn"] != true
     });
     as_tenant(
@@ -262,11 +249,11 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
             r#"{"spec":{"poweredOn":true}}"#,
         ],
     );
-    wait("the BMC powered on", &s, || {
+    s.wait("the BMC powered on", || {
         emu.state(i).power_state.as_str() == "On"
     });
     // (A reboot of a host still seen as off is a no-op, as in metal3: wait until it is seen on.)
-    wait("the claim reports power on", &s, || {
+    s.wait("the claim reports power on", || {
         claim_json(&s, &alice, "tenant-a", "web")["status"]["poweredOn"] == true
     });
 
@@ -278,13 +265,13 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
         &alice,
         &["annotate", "hostclaim", "web", "reboot.metal3.io="],
     );
-    wait("the reboot powered off once", &s, || {
+    s.wait("the reboot powered off once", || {
         offs(&emu.state(i).actions) == before + 1
     });
-    wait("back on after the reboot", &s, || {
+    s.wait("back on after the reboot", || {
         emu.state(i).power_state.as_str() == "On"
     });
-    wait("the reboot request consumed", &s, || {
+    s.wait("the reboot request consumed", || {
         claim_json(&s, &alice, "tenant-a", "web")["metadata"]["annotations"]
             .get("reboot.metal3.io")
             .is_none()
@@ -301,7 +288,7 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
     );
     let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&sneaky));
     assert!(o.status.success(), "{}", out(&o));
-    wait("the cross-namespace Secret refused", &s, || {
+    s.wait("the cross-namespace Secret refused", || {
         let (st, reason, _) = condition(
             &claim_json(&s, &alice, "tenant-a", "sneaky"),
             "Synchronized",
@@ -337,9 +324,8 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
     );
     let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&disk));
     assert!(o.status.success(), "{}", out(&o));
-    wait(
+    s.wait(
         "the disk claim says why its image cannot be deployed",
-        &s,
         || {
             let c = claim_json(&s, &alice, "tenant-a", "disk");
             let (st, reason, msg) = condition(&c, "Provisioned");
@@ -350,11 +336,27 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
                 && condition(&c, "Ready").1 == "ImageFormatNotSupported"
         },
     );
+    // The tenant points its claim at another live ISO.
+    let set_disk_image = |url: &str| {
+        let patch = serde_json::json!({"spec": {"image": {
+            "url": url, "format": "live-iso", "checksum": null, "checksumType": null,
+        }}});
+        as_tenant(
+            &s,
+            &alice,
+            &[
+                "patch",
+                "hostclaim",
+                "disk",
+                "--type",
+                "merge",
+                "-p",
+                &patch.to_string(),
+            ],
+        );
+    };
     let host_error = || {
-        let h: Value =
-            serde_json::from_str(&s.ok(&["get", "bmh", "bm-2", "-n", "infra", "-o", "json"]))
-                .unwrap();
-        h["status"]["errorMessage"]
+        s.json(&["get", "bmh", "bm-2", "-n", "infra", "-o", "json"])["status"]["errorMessage"]
             .as_str()
             .unwrap_or("")
             .to_string()
@@ -372,23 +374,9 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
     // An image the host's BMC cannot fetch (the image server answers 404, the BMC refuses the
     // insert): the tenant is told its URL was refused, and none of the BMC's answer.
     let missing = IMAGES.url("missing/tenant-live.iso");
-    as_tenant(
-        &s,
-        &alice,
-        &[
-            "patch",
-            "hostclaim",
-            "disk",
-            "--type",
-            "merge",
-            "-p",
-            &format!(
-                r#"{{"spec":{{"image":{{"url":"{missing}","format":"live-iso","checksum":null,"checksumType":null}}}}}}"#
-            ),
-        ],
-    );
+    set_disk_image(&missing);
     let mut said = String::new();
-    wait("the disk claim says its image URL was refused", &s, || {
+    s.wait("the disk claim says its image URL was refused", || {
         let (st, reason, msg) =
             condition(&claim_json(&s, &alice, "tenant-a", "disk"), "Provisioned");
         said = msg;
@@ -414,17 +402,8 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
         Some("apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {name: stray, namespace: tenant-b}\nspec: {hostSelector: {matchLabels: {pool: web}}}\n"),
     );
     assert!(o.status.success(), "{}", out(&o));
-    wait("the stray claim explains itself", &s, || {
-        let c: Value = serde_json::from_str(&s.ok(&[
-            "get",
-            "hostclaim",
-            "stray",
-            "-n",
-            "tenant-b",
-            "-o",
-            "json",
-        ]))
-        .unwrap();
+    s.wait("the stray claim explains itself", || {
+        let c = s.json(&["get", "hostclaim", "stray", "-n", "tenant-b", "-o", "json"]);
         let (st, reason, msg) = condition(&c, "Associated");
         st == "False"
             && reason == "NoBareMetalHost"
@@ -491,22 +470,8 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
     );
 
     // The tenant corrects its image: the host takes it and the claim goes on to Ready.
-    as_tenant(
-        &s,
-        &alice,
-        &[
-            "patch",
-            "hostclaim",
-            "disk",
-            "--type",
-            "merge",
-            "-p",
-            &format!(
-                r#"{{"spec":{{"image":{{"url":"{iso}","format":"live-iso","checksum":null,"checksumType":null}}}}}}"#
-            ),
-        ],
-    );
-    wait("the corrected claim provisioned and ready", &s, || {
+    set_disk_image(&iso);
+    s.wait("the corrected claim provisioned and ready", || {
         let c = claim_json(&s, &alice, "tenant-a", "disk");
         condition(&c, "Provisioned").0 == "True" && condition(&c, "Ready").0 == "True"
     });
@@ -541,7 +506,7 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
     );
     let copies = s.ok(&["get", "secrets", "-n", "infra", "-o", "name"]);
     assert!(!copies.contains("userdata"), "copies deleted: {copies}");
-    wait("the HardwareData copy collected with its claim", &s, || {
+    s.wait("the HardwareData copy collected with its claim", || {
         as_tenant(&s, &alice, &["get", "hardwaredata", "-o", "name"])
             .trim()
             .is_empty()
@@ -627,7 +592,7 @@ async fn sigkill_mid_binding_and_mid_release_neither_doubles_nor_orphans() {
     }
     let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&yaml));
     assert!(o.status.success(), "{}", out(&o));
-    wait("all hosts available", &s, || {
+    s.wait("all hosts available", || {
         s.ok(&[
             "get",
             "bmh",
@@ -651,14 +616,14 @@ async fn sigkill_mid_binding_and_mid_release_neither_doubles_nor_orphans() {
     let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&claims));
     assert!(o.status.success(), "{}", out(&o));
     // Kill as soon as binding has started, before everything is provisioned.
-    wait("a first binding", &s, || !consumers(&s).is_empty());
+    s.wait("a first binding", || !consumers(&s).is_empty());
     s.kill();
     let bound_at_kill = (0..N)
         .filter(|i| emu.state(*i).virtual_media.inserted)
         .count();
 
     let mut s = serve(dir.path(), port, &flags);
-    wait("every claim provisioned", &s, || {
+    s.wait("every claim provisioned", || {
         let c = claims_state(&s);
         c.len() == N && c.iter().all(|(_, _, p)| p == "True")
     });
@@ -687,7 +652,7 @@ async fn sigkill_mid_binding_and_mid_release_neither_doubles_nor_orphans() {
         "tenant-a",
         "--wait=false",
     ]);
-    wait("a first deprovisioning", &s, || {
+    s.wait("a first deprovisioning", || {
         s.ok(&[
             "get",
             "bmh",
@@ -702,26 +667,22 @@ async fn sigkill_mid_binding_and_mid_release_neither_doubles_nor_orphans() {
     });
     s.kill();
     let s = serve(dir.path(), port, &flags);
-    wait(
-        "every claim gone, every host free and available",
-        &s,
-        || {
-            claims_state(&s).is_empty()
-                && consumers(&s).is_empty()
-                && s.ok(&[
-                    "get",
-                    "bmh",
-                    "-n",
-                    "infra",
-                    "-o",
-                    "jsonpath={.items[*].status.provisioning.state}",
-                ])
-                .split_whitespace()
-                .filter(|st| *st == "available")
-                .count()
-                    == N
-        },
-    );
+    s.wait("every claim gone, every host free and available", || {
+        claims_state(&s).is_empty()
+            && consumers(&s).is_empty()
+            && s.ok(&[
+                "get",
+                "bmh",
+                "-n",
+                "infra",
+                "-o",
+                "jsonpath={.items[*].status.provisioning.state}",
+            ])
+            .split_whitespace()
+            .filter(|st| *st == "available")
+            .count()
+                == N
+    });
     let secrets = s.ok(&["get", "secrets", "-n", "infra", "-o", "name"]);
     assert!(!secrets.contains("userdata"), "orphaned copies: {secrets}");
     for i in 0..N {

@@ -22,23 +22,6 @@ use serve_common::{Serve, free_port, serve};
 /// The per-namespace bound the server runs with.
 const PER_NAMESPACE: usize = 20;
 
-fn wait(what: &str, s: &Serve, mut ok: impl FnMut() -> bool) {
-    for _ in 0..600 {
-        if ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    panic!(
-        "never: {what}\n{}",
-        std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default()
-    );
-}
-
-fn json(s: &Serve, args: &[&str]) -> Value {
-    serde_json::from_str(&s.ok(args)).unwrap()
-}
-
 fn event(name: &str) -> Event {
     Event {
         metadata: kube::api::ObjectMeta {
@@ -119,7 +102,7 @@ fn inventory(s: &Serve) -> BTreeSet<(String, String, String, String)> {
         .collect();
     let mut out = BTreeSet::new();
     for r in resources {
-        for item in json(s, &["get", &r, "-A", "-o", "json"])["items"]
+        for item in s.json(&["get", &r, "-A", "-o", "json"])["items"]
             .as_array()
             .unwrap()
         {
@@ -175,7 +158,7 @@ async fn events_live_in_memory_and_a_restart_keeps_every_object() {
     );
     let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&hosts));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    wait("both hosts available", &s, || {
+    s.wait("both hosts available", || {
         s.ok(&[
             "get",
             "bmh",
@@ -189,7 +172,7 @@ async fn events_live_in_memory_and_a_restart_keeps_every_object() {
     });
 
     // The controllers' Events (events.k8s.io/v1), as kubectl shows them in both APIs.
-    wait("the InspectionComplete Events", &s, || {
+    s.wait("the InspectionComplete Events", || {
         s.ok(&["get", "events", "-n", "infra"])
             .matches("InspectionComplete")
             .count()
@@ -197,10 +180,7 @@ async fn events_live_in_memory_and_a_restart_keeps_every_object() {
     });
     let table = s.ok(&["get", "events", "-n", "infra"]);
     assert!(table.contains("Registered"), "{table}");
-    let new_api = json(
-        &s,
-        &["get", "events.events.k8s.io", "-n", "infra", "-o", "json"],
-    );
+    let new_api = s.json(&["get", "events.events.k8s.io", "-n", "infra", "-o", "json"]);
     assert!(
         new_api["items"]
             .as_array()
@@ -216,19 +196,16 @@ async fn events_live_in_memory_and_a_restart_keeps_every_object() {
         "{described}"
     );
     assert!(!events_part.contains("bm-1"), "{described}");
-    let one: Value = json(&s, &["get", "events", "-n", "infra", "-o", "json"])["items"][0].clone();
-    let got = json(
-        &s,
-        &[
-            "get",
-            "event",
-            one["metadata"]["name"].as_str().unwrap(),
-            "-n",
-            "infra",
-            "-o",
-            "json",
-        ],
-    );
+    let one: Value = s.json(&["get", "events", "-n", "infra", "-o", "json"])["items"][0].clone();
+    let got = s.json(&[
+        "get",
+        "event",
+        one["metadata"]["name"].as_str().unwrap(),
+        "-n",
+        "infra",
+        "-o",
+        "json",
+    ]);
     assert_eq!(got["metadata"]["uid"], one["metadata"]["uid"]);
 
     // kubectl's watch sees a new Event.
@@ -314,7 +291,7 @@ async fn events_live_in_memory_and_a_restart_keeps_every_object() {
     assert!(!left.contains("n-00") && left.contains("n-24"), "{left}");
 
     // What there is before the restart.
-    let events = json(&s, &["get", "events", "-A", "-o", "json"]);
+    let events = s.json(&["get", "events", "-A", "-o", "json"]);
     let before_restart: u64 = Api::<Event>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -337,7 +314,7 @@ async fn events_live_in_memory_and_a_restart_keeps_every_object() {
             "baremetalhosts.metal3.io".into(),
             "infra".into(),
             "bm-1".into(),
-            json(&s, &["get", "bmh", "bm-1", "-n", "infra", "-o", "json"])["metadata"]["uid"]
+            s.json(&["get", "bmh", "bm-1", "-n", "infra", "-o", "json"])["metadata"]["uid"]
                 .as_str()
                 .unwrap()
                 .into()
@@ -360,7 +337,7 @@ async fn events_live_in_memory_and_a_restart_keeps_every_object() {
     // After the restart (controllers off, so nothing publishes new Events): every object,
     // no Event.
     let s = serve(dir.path(), port, &["--no-controllers"]);
-    let after = json(&s, &["get", "events", "-A", "-o", "json"]);
+    let after = s.json(&["get", "events", "-A", "-o", "json"]);
     assert_eq!(after["items"], serde_json::json!([]), "{after}");
     let described = s.ok(&["describe", "bmh", "bm-0", "-n", "infra"]);
     assert!(!described.contains("InspectionComplete"), "{described}");

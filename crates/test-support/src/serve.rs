@@ -151,6 +151,28 @@ impl Serve {
         String::from_utf8_lossy(&out.stdout).to_string()
     }
 
+    /// kubectl that must succeed and print JSON (`-o json`); returns it parsed.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.ok(args);
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("kubectl {args:?} printed no JSON ({e}): {out}"))
+    }
+
+    /// Polls `ok` every 200 ms until it holds; after two minutes panics with `what` and the
+    /// server's log.
+    pub fn wait(&self, what: &str, mut ok: impl FnMut() -> bool) {
+        for _ in 0..600 {
+            if ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        panic!(
+            "never: {what}\n{}",
+            std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default()
+        );
+    }
+
     /// kubectl that must fail; returns stderr.
     pub fn fails(&self, args: &[&str]) -> String {
         let out = self.kubectl(args);
@@ -207,4 +229,25 @@ impl Drop for Serve {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Polls `check` every 250 ms until it holds; panics after `limit` with `what`.
+pub fn until(what: &str, limit: std::time::Duration, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !check() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
+/// A finished command's stdout then stderr, as text.
+pub fn output_text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
