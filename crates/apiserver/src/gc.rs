@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -19,13 +19,31 @@ use crate::store::Stored;
 /// not the collector's: the store bounds them by count and age.)
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
+/// Between two sweeps the collector rests at least this long, and at least four times as long
+/// as the last sweep took (at most [`REST_MAX`]): every DELETE pokes it, and a sweep walks the
+/// whole store, so a burst of deletes (a namespace emptied, `ferrometal move` removing a fleet)
+/// would otherwise keep a core sweeping once per delete. Pokes that arrive while it rests are
+/// folded into the next sweep; a lone delete after a quiet spell is swept at once.
+const REST_MIN: Duration = Duration::from_millis(100);
+const REST_MAX: Duration = Duration::from_secs(1);
+
+fn rest_after(sweep_took: Duration) -> Duration {
+    (sweep_took * 4).clamp(REST_MIN, REST_MAX)
+}
+
 pub async fn run(core: Arc<Core>) {
     let mut shutdown = core.shutdown.clone();
     loop {
+        let started = Instant::now();
         sweep(&core).await;
+        let next_allowed = tokio::time::Instant::now() + rest_after(started.elapsed());
         tokio::select! {
             () = core.gc.notified() => {}
             () = tokio::time::sleep(SWEEP_EVERY) => {}
+            _ = shutdown.changed() => return,
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(next_allowed) => {}
             _ = shutdown.changed() => return,
         }
     }
@@ -211,5 +229,20 @@ async fn sweep(core: &Core) {
         if !progressed {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rest_is_bounded_and_grows_with_the_sweep() {
+        assert_eq!(rest_after(Duration::ZERO), REST_MIN);
+        assert_eq!(
+            rest_after(Duration::from_millis(50)),
+            Duration::from_millis(200)
+        );
+        assert_eq!(rest_after(Duration::from_secs(3)), REST_MAX);
     }
 }
