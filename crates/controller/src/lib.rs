@@ -55,25 +55,27 @@ pub mod remote;
 pub mod remote_servers;
 pub mod rufio;
 pub mod secrets;
+pub mod shared_watch;
 
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrometal_api::{BareMetalHost, HardwareData};
+use ferrometal_api::{BareMetalHost, HardwareData, HostClaim};
 use ferrometal_provisioner::Provisioner;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
+use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
 pub use config::ControllerConfig;
 pub use context::Context;
 pub use metrics::{metrics, metrics_text};
+use shared_watch::{Events, SharedWatch, Watched, without_managed_fields};
 
 /// Hash of what should wake the host controller: spec (generation), finalizers, annotations,
 /// labels and deletion. Status-only updates (our own writes) do not, so they cause no storms.
@@ -116,8 +118,91 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     use futures::FutureExt;
     let shutdown = shutdown.shared();
-    let claims = claim::run(client.clone(), config.clone(), shutdown.clone());
-    let remote_claims = remote::run(client.clone(), config.clone(), shutdown.clone());
+    // One watch per kind for all the controllers (shared_watch), subscribed before any runs.
+    let mut host_watch = SharedWatch::<BareMetalHost>::cached();
+    // A shard (a label selector) runs its own hosts, but its claims may bind any host.
+    let mut all_host_watch = config
+        .label_selector
+        .is_some()
+        .then(SharedWatch::<BareMetalHost>::cached);
+    let mut secret_watch = SharedWatch::<Secret>::uncached();
+    let mut hardware_watch = SharedWatch::<HardwareData>::cached();
+    let mut claim_watch = SharedWatch::<HostClaim>::cached();
+    let host_watches = HostWatches {
+        hosts: host_watch.subscribe(),
+        hosts_for_jobs: host_watch.events(),
+        secrets: secret_watch.events(),
+        hardware: hardware_watch.events(),
+    };
+    let claim_watches = claim::Watches {
+        hosts: all_host_watch
+            .as_mut()
+            .unwrap_or(&mut host_watch)
+            .subscribe(),
+        secrets: secret_watch.events(),
+        hardware: hardware_watch.subscribe(),
+        claims: claim_watch.subscribe(),
+    };
+    let remote_watches = remote::Watches {
+        claims: claim_watch.subscribe(),
+        secrets: secret_watch.events(),
+    };
+    let mut host_config = watcher::Config::default();
+    if let Some(selector) = &config.label_selector {
+        host_config = host_config.labels(selector);
+    }
+    let watches = async {
+        let all_hosts = async {
+            if let Some(w) = all_host_watch {
+                w.run(
+                    Api::all(client.clone()),
+                    watcher::Config::default(),
+                    without_managed_fields,
+                    shutdown.clone(),
+                )
+                .await;
+            }
+        };
+        tokio::join!(
+            host_watch.run(
+                Api::all(client.clone()),
+                host_config,
+                without_managed_fields,
+                shutdown.clone()
+            ),
+            all_hosts,
+            secret_watch.run(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                |_| {},
+                shutdown.clone()
+            ),
+            hardware_watch.run(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                without_managed_fields,
+                shutdown.clone()
+            ),
+            claim_watch.run(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                without_managed_fields,
+                shutdown.clone()
+            ),
+        );
+    };
+    let claims = claim::run(
+        client.clone(),
+        config.clone(),
+        claim_watches,
+        shutdown.clone(),
+    );
+    let remote_claims = remote::run(
+        client.clone(),
+        config.clone(),
+        remote_watches,
+        shutdown.clone(),
+    );
     // One gate for every caller of a BMC in this process.
     let gate = config.bmc_gate();
     let rufio = async {
@@ -139,10 +224,21 @@ pub async fn run(
         provisioner,
         config.clone(),
         gate.clone(),
+        host_watches,
         shutdown.clone(),
     );
-    let (hosts, claims, remote_claims, ()) = tokio::join!(hosts, claims, remote_claims, rufio);
+    let (hosts, claims, remote_claims, (), ()) =
+        tokio::join!(hosts, claims, remote_claims, rufio, watches);
     hosts.and(claims).and(remote_claims)
+}
+
+/// What the host and BMCJob controllers watch (shared with the other controllers).
+pub struct HostWatches {
+    /// The hosts this process runs (a shard's, with a label selector).
+    pub hosts: Watched<BareMetalHost>,
+    pub hosts_for_jobs: Events<BareMetalHost>,
+    pub secrets: Events<Secret>,
+    pub hardware: Events<HardwareData>,
 }
 
 /// Runs the host controller (and BMCJobs) until `shutdown` resolves; `gate` limits the calls
@@ -152,20 +248,19 @@ pub async fn run_hosts(
     provisioner: Arc<dyn Provisioner>,
     config: ControllerConfig,
     gate: Arc<bmc_gate::BmcGate>,
+    watches: HostWatches,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
-    let mut wc = watcher::Config::default();
-    if let Some(selector) = &config.label_selector {
-        wc = wc.labels(selector);
-    }
-    let hosts: Api<BareMetalHost> = Api::all(client.clone());
-    let (reader, writer) = reflector::store();
-    let trigger = watcher(hosts, wc.clone())
-        .default_backoff()
-        // The cache holds every host for the life of the process; managedFields are as large as
-        // the rest of the object and nothing here reads them.
-        .modify(|h: &mut BareMetalHost| h.managed_fields_mut().clear())
-        .reflect(writer)
+    let HostWatches {
+        hosts: Watched {
+            store: reader,
+            events: host_events,
+        },
+        hosts_for_jobs,
+        secrets,
+        hardware,
+    } = watches;
+    let trigger = host_events
         .applied_objects()
         .predicate_filter(host_trigger, PredicateConfig::default());
     let concurrency = config.concurrency;
@@ -182,27 +277,20 @@ pub async fn run_hosts(
     let for_cache = reader.clone();
     let cache = ctx.secrets.clone();
     // Secret events update the credentials cache before they trigger the hosts using them.
-    let secret_events = watcher(
-        Api::<Secret>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .map_ok(move |event| {
-        cache.observe(&event, |s| !hosts_using(&for_cache, s).is_empty());
-        event
-    })
-    .touched_objects();
+    let secret_events = secrets
+        .map_ok(move |event| {
+            cache.observe(&event, |s| !hosts_using(&for_cache, s).is_empty());
+            event
+        })
+        .touched_objects();
     tracing::info!(
         provisioner = ctx.provisioner.name(),
         "host controller starting"
     );
     let shutdown = futures::FutureExt::shared(shutdown);
-    let jobs = job::run(shared, concurrency, shutdown.clone());
+    let jobs = job::run(shared, hosts_for_jobs, concurrency, shutdown.clone());
     let hosts = Controller::for_stream(trigger, reader)
-        .owns(
-            Api::<HardwareData>::all(client.clone()),
-            watcher::Config::default(),
-        )
+        .owns_stream(hardware.touched_objects())
         .watches_stream(secret_events, move |secret| {
             hosts_using(&for_secrets, &secret)
         })

@@ -34,6 +34,7 @@ use kube::{Resource, ResourceExt};
 use crate::config::ControllerConfig;
 use crate::events::EventPublisher;
 use crate::forwarding::DataKind;
+use crate::shared_watch::{Events, Watched};
 
 /// Claims not bound to any host (they may bind when hosts, policies or namespaces change).
 fn waiting(claims: &Store<HostClaim>, namespace: Option<&str>) -> Vec<ObjectRef<HostClaim>> {
@@ -55,29 +56,43 @@ fn claim_ref(namespace: &str, name: &str) -> ObjectRef<HostClaim> {
     ObjectRef::new(name).within(namespace)
 }
 
+/// What the claim controller watches (shared with the other controllers).
+pub struct Watches {
+    /// Every host (not only a shard's): a claim may bind any.
+    pub hosts: Watched<BareMetalHost>,
+    pub secrets: Events<Secret>,
+    /// Cached: every bound claim compares its copy with its host's on each reconcile.
+    pub hardware: Watched<HardwareData>,
+    pub claims: Watched<HostClaim>,
+}
+
 /// Runs the claim controller until `shutdown` resolves.
 pub async fn run(
     client: kube::Client,
     config: ControllerConfig,
+    watches: Watches,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
-    let (hosts, host_writer) = reflector::store();
-    let host_stream = watcher(
-        Api::<BareMetalHost>::all(client.clone()),
-        Default::default(),
-    )
-    .default_backoff()
-    // Claims need the host's spec, state and labels; inspection data is the bulk of a
-    // host and is read from HardwareData when copied.
-    .modify(|h: &mut BareMetalHost| {
-        h.managed_fields_mut().clear();
-        if let Some(s) = h.status.as_mut() {
-            s.hardware = None;
-            s.operation_history = Default::default();
-        }
-    })
-    .reflect(host_writer)
-    .touched_objects();
+    let Watches {
+        hosts: Watched {
+            store: hosts,
+            events: host_events,
+        },
+        secrets,
+        hardware: Watched {
+            store: hardware,
+            events: hd_events,
+        },
+        claims: Watched {
+            store: claims,
+            events: claim_events,
+        },
+    } = watches;
+    let host_stream = host_events.touched_objects();
+    let secret_stream = secrets.touched_objects();
+    let hd_stream = hd_events.touched_objects();
+    let claim_stream = claim_events.touched_objects();
+    // Policies and namespaces are the claim controller's alone.
     let (policies, policy_writer) = reflector::store();
     let policy_stream = watcher(
         Api::<HostDeployPolicy>::all(client.clone()),
@@ -91,23 +106,6 @@ pub async fn run(
         .default_backoff()
         .modify(|n: &mut Namespace| n.managed_fields_mut().clear())
         .reflect(ns_writer)
-        .touched_objects();
-    let secret_stream = watcher(Api::<Secret>::all(client.clone()), Default::default())
-        .default_backoff()
-        .touched_objects();
-    // Cached: every bound claim compares its copy with its host's on each reconcile.
-    let (hardware, hd_writer) = reflector::store();
-    let hd_stream = watcher(Api::<HardwareData>::all(client.clone()), Default::default())
-        .default_backoff()
-        .modify(|hd: &mut HardwareData| hd.managed_fields_mut().clear())
-        .reflect(hd_writer)
-        .touched_objects();
-
-    let (claims, claim_writer) = reflector::store();
-    let claim_stream = watcher(Api::<HostClaim>::all(client.clone()), Default::default())
-        .default_backoff()
-        .modify(|c: &mut HostClaim| c.managed_fields_mut().clear())
-        .reflect(claim_writer)
         .touched_objects();
 
     let ctx = Arc::new(ClaimContext {

@@ -21,6 +21,7 @@ use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
 
 use crate::context::Context;
+use crate::shared_watch::Events;
 use reconcile::JobContext;
 
 /// What should wake a job: spec, finalizers, deletion. Our own status writes do not (each
@@ -49,6 +50,7 @@ fn jobs_of(jobs: &Store<BMCJob>, host: &BareMetalHost) -> Vec<ObjectRef<BMCJob>>
 /// until `shutdown` resolves.
 pub async fn run(
     ctx: Arc<Context>,
+    host_events: Events<BareMetalHost>,
     concurrency: u16,
     shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
@@ -75,11 +77,9 @@ pub async fn run(
     });
     tracing::info!("bmcjob controller starting");
     Controller::for_stream(trigger, reader)
-        .watches(
-            Api::<BareMetalHost>::all(client),
-            watcher::Config::default(),
-            move |host| jobs_of(&for_hosts, &host),
-        )
+        .watches_stream(host_events.touched_objects(), move |host| {
+            jobs_of(&for_hosts, &host)
+        })
         .with_config(Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, reconcile::error_policy, jc)

@@ -25,27 +25,38 @@ use ferrometal_api::claim::REMOTE_KUBECONFIG;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 
 use crate::config::ControllerConfig;
 use crate::events::EventPublisher;
 use crate::forwarding::DataKind;
+use crate::shared_watch::{Events, Watched};
+
+/// What the remote claim controller watches (shared with the other controllers).
+pub struct Watches {
+    pub claims: Watched<HostClaim>,
+    /// The kubeconfig and data Secrets of remote claims.
+    pub secrets: Events<Secret>,
+}
 
 /// Runs the remote claim controller until `shutdown` resolves.
 pub async fn run(
     client: kube::Client,
     config: ControllerConfig,
+    watches: Watches,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
+    let Watches {
+        claims: Watched {
+            store: claims,
+            events: claim_events,
+        },
+        secrets,
+    } = watches;
     let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
-    let controller = Controller::new(
-        Api::<HostClaim>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let claims = controller.store();
+    let controller = Controller::for_stream(claim_events.applied_objects(), claims.clone());
     let ctx = Arc::new(RemoteContext {
         events: EventPublisher::new(client.clone(), config.reporter.clone()),
         client: client.clone(),
@@ -58,27 +69,23 @@ pub async fn run(
     tracing::info!("remote claim controller starting");
     controller
         // The kubeconfig and data Secrets of remote claims.
-        .watches(
-            Api::<Secret>::all(client),
-            watcher::Config::default(),
-            move |s: Secret| {
-                let ns = s.namespace().unwrap_or_default();
-                let name = s.name_any();
-                claims
-                    .state()
-                    .iter()
-                    .filter(|c| ferrometal_api::claim::is_remote(c))
-                    .filter(|c| {
-                        c.namespace().as_deref() == Some(ns.as_str())
-                            && (c.annotations().get(REMOTE_KUBECONFIG) == Some(&name)
-                                || DataKind::ALL
-                                    .iter()
-                                    .any(|k| k.source(c) == Some((ns.clone(), name.clone()))))
-                    })
-                    .map(|c| ObjectRef::from_obj(c.as_ref()))
-                    .collect::<Vec<_>>()
-            },
-        )
+        .watches_stream(secrets.touched_objects(), move |s: Secret| {
+            let ns = s.namespace().unwrap_or_default();
+            let name = s.name_any();
+            claims
+                .state()
+                .iter()
+                .filter(|c| ferrometal_api::claim::is_remote(c))
+                .filter(|c| {
+                    c.namespace().as_deref() == Some(ns.as_str())
+                        && (c.annotations().get(REMOTE_KUBECONFIG) == Some(&name)
+                            || DataKind::ALL
+                                .iter()
+                                .any(|k| k.source(c) == Some((ns.clone(), name.clone()))))
+                })
+                .map(|c| ObjectRef::from_obj(c.as_ref()))
+                .collect::<Vec<_>>()
+        })
         .reconcile_on(woken)
         .with_config(Config::default().concurrency(config.concurrency))
         .graceful_shutdown_on(shutdown)
