@@ -32,8 +32,9 @@
 //! tested and changed on its own. What two of them share lives below them: [`error`],
 //! [`events`], [`config`], [`context`] (what hosts and BMCJobs share), [`conditions`],
 //! [`secrets`] and [`host_info`] (reaching a host's BMC), [`forwarding`] (what a claim passes
-//! on), [`hardware_data`], [`merge_patch`], [`metrics`](mod@metrics), [`bmc_gate`], [`detached`] and
-//! [`remote_servers`].
+//! on), [`hardware_data`], [`merge_patch`], [`metrics`](mod@metrics), [`bmc_gate`], [`detached`],
+//! [`remote_servers`] and [`shared_watch`] (one watch per kind, which [`run`] opens and hands to
+//! every controller).
 
 pub mod bmc_gate;
 pub mod claim;
