@@ -39,6 +39,12 @@ const DETACH_PROGRESS: Duration = Duration::from_secs(2);
 /// detached`; a source without a controller that does so gets a warning, and the hosts are
 /// removed all the same.
 pub(super) async fn detach(keys: &[(Key, String)], from: &Cluster, to: &Cluster, limit: usize) {
+    let namespaces: BTreeSet<String> = keys.iter().map(|(k, _)| k.0.clone()).collect();
+    // Both sides read once for the phase (two lists instead of two GETs per host).
+    let (at_source, at_target) = (
+        &Listed::read(from, &namespaces).await,
+        &Listed::read(to, &namespaces).await,
+    );
     let requested: Mutex<BTreeSet<Key>> = Mutex::default();
     let requested_ref = &requested;
     phase::run(
@@ -47,7 +53,7 @@ pub(super) async fn detach(keys: &[(Key, String)], from: &Cluster, to: &Cluster,
         limit,
         &None,
         |(key, pause)| async move {
-            match detach_one(key, pause, from, to).await {
+            match detach_one(key, pause, (from, at_source), (to, at_target)).await {
                 Ok(Some(label)) => Outcome::done(label),
                 Ok(None) => {
                     requested_ref
@@ -77,16 +83,7 @@ pub(super) async fn detach(keys: &[(Key, String)], from: &Cluster, to: &Cluster,
     while !waiting.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let namespaces: BTreeSet<String> = waiting.iter().map(|k| k.0.clone()).collect();
-        let mut current: BTreeMap<Key, BareMetalHost> = BTreeMap::new();
-        for ns in namespaces {
-            if let Ok(list) = hosts_api(from, &ns).list(&ListParams::default()).await {
-                current.extend(
-                    list.items
-                        .into_iter()
-                        .map(|h| ((ns.clone(), h.name_any()), h)),
-                );
-            }
-        }
+        let current = Listed::read(from, &namespaces).await.hosts;
         waiting.retain(|k| !current.get(k).is_none_or(is_detached));
         if !waiting.is_empty() && reported.elapsed() >= DETACH_PROGRESS {
             reported = Instant::now();
@@ -129,8 +126,8 @@ pub(super) async fn detach(keys: &[(Key, String)], from: &Cluster, to: &Cluster,
 async fn detach_one(
     key: &Key,
     pause: &str,
-    from: &Cluster,
-    to: &Cluster,
+    (from, at_source): (&Cluster, &Listed),
+    (to, at_target): (&Cluster, &Listed),
 ) -> Result<Option<&'static str>, kube::Error> {
     // A host paused by someone else stays paused: unpausing it is not the move's call.
     if pause != MOVE_PAUSE {
@@ -138,15 +135,15 @@ async fn detach_one(
     }
     let (ns, name) = key;
     let source = hosts_api(from, ns);
-    let Ok(Some(host)) = source.get_opt(name).await else {
+    let Some(host) = at_source.get(from, key).await else {
         return Ok(Some("gone or unreadable at the source"));
     };
     if is_detached(&host) {
         return Ok(Some("already detached"));
     }
     // Only a host the target holds is let go of here.
-    match hosts_api(to, ns).get_opt(name).await {
-        Ok(Some(t)) if bmc_address(&t) == bmc_address(&host) => {}
+    match at_target.get(to, key).await {
+        Some(t) if bmc_address(&t) == bmc_address(&host) => {}
         _ => return Ok(Some("not at the target, left")),
     }
     let patch = json!({"metadata": {"annotations": {
@@ -157,4 +154,37 @@ async fn detach_one(
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     Ok(None)
+}
+
+/// The hosts of some namespaces as one list each read them; a namespace whose list failed is
+/// not in `listed`, and its hosts are read one at a time.
+struct Listed {
+    hosts: BTreeMap<Key, BareMetalHost>,
+    listed: BTreeSet<String>,
+}
+
+impl Listed {
+    async fn read(cluster: &Cluster, namespaces: &BTreeSet<String>) -> Listed {
+        let mut hosts = BTreeMap::new();
+        let mut listed = BTreeSet::new();
+        for ns in namespaces {
+            if let Ok(list) = hosts_api(cluster, ns).list(&ListParams::default()).await {
+                hosts.extend(
+                    list.items
+                        .into_iter()
+                        .map(|h| ((ns.clone(), h.name_any()), h)),
+                );
+                listed.insert(ns.clone());
+            }
+        }
+        Listed { hosts, listed }
+    }
+
+    async fn get(&self, cluster: &Cluster, key: &Key) -> Option<BareMetalHost> {
+        let (ns, name) = key;
+        if self.listed.contains(ns) {
+            return self.hosts.get(key).cloned();
+        }
+        hosts_api(cluster, ns).get_opt(name).await.ok().flatten()
+    }
 }
