@@ -223,11 +223,7 @@ fn errors_and_credentials() {
         ),
         case(
             "available at the retry limit with the same image → stays, error says why",
-            with(fx(S::Available), |f| {
-                f.spec.image = Some(image("http://img/a.iso"));
-                f.status_mut().provisioning_fail_count = 5;
-                f.status_mut().last_attempted_image = Some(image("http://img/a.iso"));
-            }),
+            at_retry_limit(),
             None,
             None,
             |d| {
@@ -305,6 +301,15 @@ fn errors_and_credentials() {
             },
         ),
     ]);
+}
+
+/// Available, its image failed the retry limit's number of times and still the spec's.
+fn at_retry_limit() -> Fx {
+    with(fx(S::Available), |f| {
+        f.spec.image = Some(image("http://img/a.iso"));
+        f.status_mut().provisioning_fail_count = 5;
+        f.status_mut().last_attempted_image = Some(image("http://img/a.iso"));
+    })
 }
 
 fn provisioning(tweak: fn(&mut Fx)) -> Fx {
@@ -404,11 +409,7 @@ fn errors_caused_by_the_spec_are_marked_as_such() {
         ),
         case(
             "available at the retry limit → the image is the spec's to change",
-            with(fx(S::Available), |f| {
-                f.spec.image = Some(image("http://img/a.iso"));
-                f.status_mut().provisioning_fail_count = 5;
-                f.status_mut().last_attempted_image = Some(image("http://img/a.iso"));
-            }),
+            at_retry_limit(),
             None,
             None,
             |d| assert_eq!(spec_fault(st(d)), Some(SpecFault::RetryLimitReached)),
