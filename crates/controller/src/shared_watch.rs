@@ -35,6 +35,10 @@ where
 }
 
 /// One watch of one kind; subscribe every consumer before [`SharedWatch::run`].
+///
+/// Each subscriber's channel is unbounded: a kube `Controller` moves its trigger streams into
+/// its own de-duplicating queue as they come, so none lags far behind, and a bounded channel
+/// would let one stalled controller stop the watch for all the others.
 pub struct SharedWatch<K: Resource + Clone + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,

@@ -137,16 +137,7 @@ fn infrastructure(a: &Serve, sushy: &Sushy) -> std::path::PathBuf {
     run_as(a, &a.kubeconfig, &["apply", "-f", "-"], Some(&yaml));
     let alice = tenant_of(a, "tenant-a", "alice");
     wait("both hosts available in A", &[a], || {
-        a.ok(&[
-            "get",
-            "bmh",
-            "-n",
-            "infra",
-            "-o",
-            "jsonpath={.items[*].status.provisioning.state}",
-        ])
-        .trim()
-            == "available available"
+        a.host_states("infra") == ["available", "available"]
     });
     alice
 }

@@ -173,15 +173,7 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
     ]);
     let alice = s.user_kubeconfig("alice", &[], "tenant-a");
     s.wait("all hosts available", || {
-        let states = s.ok(&[
-            "get",
-            "bmh",
-            "-n",
-            "infra",
-            "-o",
-            "jsonpath={.items[*].status.provisioning.state}",
-        ]);
-        states.trim() == "available available available"
+        s.host_states("infra") == ["available", "available", "available"]
     });
 
     // The tenant's flow, with nothing but its kubeconfig.
@@ -593,17 +585,10 @@ async fn sigkill_mid_binding_and_mid_release_neither_doubles_nor_orphans() {
     let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&yaml));
     assert!(o.status.success(), "{}", out(&o));
     s.wait("all hosts available", || {
-        s.ok(&[
-            "get",
-            "bmh",
-            "-n",
-            "infra",
-            "-o",
-            "jsonpath={.items[*].status.provisioning.state}",
-        ])
-        .split_whitespace()
-        .filter(|st| *st == "available")
-        .count()
+        s.host_states("infra")
+            .iter()
+            .filter(|st| *st == "available")
+            .count()
             == N
     });
 
@@ -670,17 +655,10 @@ async fn sigkill_mid_binding_and_mid_release_neither_doubles_nor_orphans() {
     s.wait("every claim gone, every host free and available", || {
         claims_state(&s).is_empty()
             && consumers(&s).is_empty()
-            && s.ok(&[
-                "get",
-                "bmh",
-                "-n",
-                "infra",
-                "-o",
-                "jsonpath={.items[*].status.provisioning.state}",
-            ])
-            .split_whitespace()
-            .filter(|st| *st == "available")
-            .count()
+            && s.host_states("infra")
+                .iter()
+                .filter(|st| *st == "available")
+                .count()
                 == N
     });
     let secrets = s.ok(&["get", "secrets", "-n", "infra", "-o", "name"]);

@@ -159,16 +159,7 @@ async fn events_live_in_memory_and_a_restart_keeps_every_object() {
     let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&hosts));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     s.wait("both hosts available", || {
-        s.ok(&[
-            "get",
-            "bmh",
-            "-n",
-            "infra",
-            "-o",
-            "jsonpath={.items[*].status.provisioning.state}",
-        ])
-        .trim()
-            == "available available"
+        s.host_states("infra") == ["available", "available"]
     });
 
     // The controllers' Events (events.k8s.io/v1), as kubectl shows them in both APIs.

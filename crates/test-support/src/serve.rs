@@ -158,6 +158,21 @@ impl Serve {
             .unwrap_or_else(|e| panic!("kubectl {args:?} printed no JSON ({e}): {out}"))
     }
 
+    /// `status.provisioning.state` of every BareMetalHost in `namespace`, in list order.
+    pub fn host_states(&self, namespace: &str) -> Vec<String> {
+        self.ok(&[
+            "get",
+            "bmh",
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.items[*].status.provisioning.state}",
+        ])
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+    }
+
     /// Polls `ok` every 200 ms until it holds; after two minutes panics with `what` and the
     /// server's log.
     pub fn wait(&self, what: &str, mut ok: impl FnMut() -> bool) {
