@@ -75,12 +75,7 @@ fn fleet_yaml(
 }
 
 fn list(s: &Serve, kind: &str) -> Vec<Value> {
-    let out = s.kubectl(&["get", kind, "-n", NS, "-o", "json"]);
-    if !out.status.success() {
-        return Vec::new();
-    }
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["items"].as_array().cloned().unwrap_or_default()
+    s.items(kind, NS)
 }
 
 fn names(s: &Serve, kind: &str) -> BTreeSet<String> {

@@ -158,6 +158,17 @@ impl Serve {
             .unwrap_or_else(|e| panic!("kubectl {args:?} printed no JSON ({e}): {out}"))
     }
 
+    /// The items of `kubectl get KIND -n NAMESPACE -o json`; none when kubectl fails (a server
+    /// being restarted, a kind not served yet).
+    pub fn items(&self, kind: &str, namespace: &str) -> Vec<serde_json::Value> {
+        let out = self.kubectl(&["get", kind, "-n", namespace, "-o", "json"]);
+        if !out.status.success() {
+            return Vec::new();
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["items"].as_array().cloned().unwrap_or_default()
+    }
+
     /// `status.provisioning.state` of every BareMetalHost in `namespace`, in list order.
     pub fn host_states(&self, namespace: &str) -> Vec<String> {
         self.ok(&[

@@ -79,6 +79,17 @@ pub(super) async fn detach(keys: &[(Key, String)], from: &Cluster, to: &Cluster,
     }
     let started = Instant::now();
     let deadline = started + DETACH_WAIT;
+    let report = |left: usize| {
+        progress(
+            "detach",
+            &format!(
+                "{} of {total} detached at the source after {:.1}s",
+                total - left,
+                started.elapsed().as_secs_f64()
+            ),
+            "",
+        );
+    };
     let mut reported = started;
     while !waiting.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -87,26 +98,10 @@ pub(super) async fn detach(keys: &[(Key, String)], from: &Cluster, to: &Cluster,
         waiting.retain(|k| !current.get(k).is_none_or(is_detached));
         if !waiting.is_empty() && reported.elapsed() >= DETACH_PROGRESS {
             reported = Instant::now();
-            progress(
-                "detach",
-                &format!(
-                    "{} of {total} detached at the source after {:.1}s",
-                    total - waiting.len(),
-                    started.elapsed().as_secs_f64()
-                ),
-                "",
-            );
+            report(waiting.len());
         }
     }
-    progress(
-        "detach",
-        &format!(
-            "{} of {total} detached at the source after {:.1}s",
-            total - waiting.len(),
-            started.elapsed().as_secs_f64()
-        ),
-        "",
-    );
+    report(waiting.len());
     if !waiting.is_empty() {
         let keys: Vec<String> = waiting.iter().map(show).collect();
         progress(
