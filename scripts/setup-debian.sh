@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests need: OpenIPMI's ipmi_sim, ipmitool, htpasswd
 # (bcrypt entries for sushy-tools' auth file), kubectl, wrk for the emulator benchmark and a C++
-# compiler for libFuzzer.
+# compiler (libFuzzer, and the C of aws-lc-rs and mimalloc, all built at compile time).
 set -euo pipefail
 need=()
 command -v ipmi_sim >/dev/null || need+=(openipmi)
@@ -9,7 +9,8 @@ command -v ipmitool >/dev/null || need+=(ipmitool)
 command -v htpasswd >/dev/null || need+=(apache2-utils)
 command -v kubectl >/dev/null || need+=(kubernetes-client)
 command -v wrk >/dev/null || need+=(wrk)
-# libFuzzer (fuzz/, through libfuzzer-sys) is C++ built at compile time.
+# libFuzzer (fuzz/, through libfuzzer-sys) is C++ and aws-lc-rs and mimalloc are C, built at
+# compile time; g++ brings gcc.
 command -v c++ >/dev/null || need+=(g++)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
