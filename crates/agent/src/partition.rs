@@ -1,0 +1,285 @@
+//! A partition for the config drive at the end of a disk that was just written with an image.
+//!
+//! As Ironic's agent does, the config drive gets its own partition after the image's, here the
+//! last `size` bytes of the disk (aligned to 1 MiB). On a GPT disk the image's table only
+//! describes the image: its backup header sits where the image ended. So the primary table gets
+//! the new entry and the disk's real size, the backup table moves to the disk's end, the old
+//! backup header is wiped and the protective MBR covers the whole disk. An MBR disk gets a
+//! primary partition of type 0x83 in a free slot.
+
+use std::io;
+use std::os::unix::fs::FileExt;
+
+/// The byte span the new partition holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub start: u64,
+    pub len: u64,
+    /// Its number (1-based), as the kernel names it (`vda3`).
+    pub number: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionError {
+    #[error("{0}")]
+    Layout(String),
+    #[error("reading or writing the partition table: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Linux filesystem data, the type Ironic gives the config drive partition.
+const LINUX_DATA: [u8; 16] = guid_bytes(
+    0x0FC6_3DAF,
+    0x8483,
+    0x4772,
+    [0x8E, 0x79, 0x3D, 0x69, 0xD8, 0x47, 0x7D, 0xE4],
+);
+const ALIGN: u64 = 1 << 20;
+
+/// The on-disk (mixed-endian) form of a GUID.
+const fn guid_bytes(a: u32, b: u16, c: u16, d: [u8; 8]) -> [u8; 16] {
+    let a = a.to_le_bytes();
+    let b = b.to_le_bytes();
+    let c = c.to_le_bytes();
+    [
+        a[0], a[1], a[2], a[3], b[0], b[1], c[0], c[1], d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+        d[7],
+    ]
+}
+
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Adds a partition of `size` bytes named `name` (GPT) at the end of `disk` (`disk_size` bytes,
+/// `sector`-byte logical blocks). `unique` is the new GPT entry's GUID (random, from the caller).
+pub fn add_at_end(
+    disk: &impl FileExt,
+    disk_size: u64,
+    sector: u64,
+    size: u64,
+    name: &str,
+    unique: [u8; 16],
+) -> Result<Span, PartitionError> {
+    let mut head = vec![0u8; (2 * sector) as usize];
+    disk.read_exact_at(&mut head, 0)?;
+    if &head[sector as usize..sector as usize + 8] == b"EFI PART" {
+        gpt_add(disk, disk_size, sector, size, name, unique, &head)
+    } else if head[510] == 0x55 && head[511] == 0xAA {
+        mbr_add(disk, disk_size, sector, size, &head)
+    } else {
+        Err(PartitionError::Layout(
+            "the image has no partition table (neither GPT nor MBR), so a config drive partition cannot be added to it".into(),
+        ))
+    }
+}
+
+/// Where the new partition goes: the last `size` bytes before `end` (exclusive), 1 MiB aligned,
+/// after `used_end` (the end of the image's partitions).
+fn place(end: u64, used_end: u64, size: u64) -> Result<u64, PartitionError> {
+    let start = end.checked_sub(size).map(|s| s / ALIGN * ALIGN);
+    match start {
+        Some(start) if start >= used_end => Ok(start),
+        _ => Err(PartitionError::Layout(format!(
+            "no room for a {} MiB config drive after the image's partitions (they end at {} MiB of a {} MiB disk)",
+            size >> 20,
+            used_end >> 20,
+            end >> 20
+        ))),
+    }
+}
+
+fn gpt_add(
+    disk: &impl FileExt,
+    disk_size: u64,
+    sector: u64,
+    size: u64,
+    name: &str,
+    unique: [u8; 16],
+    head: &[u8],
+) -> Result<Span, PartitionError> {
+    let h = &head[sector as usize..];
+    let header_size = le32(h, 12) as usize;
+    if !(92..=sector as usize).contains(&header_size) {
+        return Err(PartitionError::Layout(format!(
+            "the GPT header claims a size of {header_size} bytes"
+        )));
+    }
+    let mut header = h[..header_size].to_vec();
+    let old_backup = le64(&header, 32);
+    let entries_lba = le64(&header, 72);
+    let count = le32(&header, 80) as u64;
+    let entry_size = le32(&header, 84) as u64;
+    if !(128..=4096).contains(&entry_size) || count == 0 || count > 4096 {
+        return Err(PartitionError::Layout(format!(
+            "the GPT header describes {count} entries of {entry_size} bytes"
+        )));
+    }
+    let mut entries = vec![0u8; (count * entry_size) as usize];
+    disk.read_exact_at(&mut entries, entries_lba * sector)?;
+    if crc32fast::hash(&entries) != le32(&header, 88) {
+        return Err(PartitionError::Layout(
+            "the GPT partition entries do not match their checksum".into(),
+        ));
+    }
+    let lbas = disk_size / sector;
+    let entries_sectors = (count * entry_size).div_ceil(sector);
+    let backup_lba = lbas - 1;
+    let backup_entries_lba = backup_lba - entries_sectors;
+    let last_usable = backup_entries_lba - 1;
+
+    let mut free = None;
+    let mut used_end = (entries_lba + entries_sectors) * sector;
+    for (i, e) in entries.chunks_exact(entry_size as usize).enumerate() {
+        if e[..16].iter().all(|b| *b == 0) {
+            free = free.or(Some(i));
+        } else {
+            used_end = used_end.max((le64(e, 40) + 1) * sector);
+        }
+    }
+    let Some(slot) = free else {
+        return Err(PartitionError::Layout(format!(
+            "all {count} GPT entries are in use"
+        )));
+    };
+    let start = place((last_usable + 1) * sector, used_end, size)?;
+    let (first, last) = (start / sector, last_usable);
+
+    let e = &mut entries[slot * entry_size as usize..(slot + 1) * entry_size as usize];
+    e.fill(0);
+    e[..16].copy_from_slice(&LINUX_DATA);
+    e[16..32].copy_from_slice(&unique);
+    e[32..40].copy_from_slice(&first.to_le_bytes());
+    e[40..48].copy_from_slice(&last.to_le_bytes());
+    for (i, unit) in name.encode_utf16().take(36).enumerate() {
+        e[56 + 2 * i..58 + 2 * i].copy_from_slice(&unit.to_le_bytes());
+    }
+    let entries_crc = crc32fast::hash(&entries);
+
+    // Primary header: the disk's real end; then its backup copy, which swaps the two LBAs.
+    header[32..40].copy_from_slice(&backup_lba.to_le_bytes());
+    header[48..56].copy_from_slice(&last_usable.to_le_bytes());
+    header[88..92].copy_from_slice(&entries_crc.to_le_bytes());
+    let primary = seal(&header);
+    let mut backup = header.clone();
+    backup[24..32].copy_from_slice(&backup_lba.to_le_bytes());
+    backup[32..40].copy_from_slice(&1u64.to_le_bytes());
+    backup[72..80].copy_from_slice(&backup_entries_lba.to_le_bytes());
+    let backup = seal(&backup);
+
+    disk.write_all_at(&entries, backup_entries_lba * sector)?;
+    disk.write_all_at(&backup, backup_lba * sector)?;
+    disk.write_all_at(&entries, entries_lba * sector)?;
+    disk.write_all_at(&primary, sector)?;
+    if old_backup != backup_lba && old_backup > 1 && old_backup < lbas {
+        // The image's own backup header, now stale: wiped so no tool takes it for the disk's.
+        disk.write_all_at(&vec![0u8; sector as usize], old_backup * sector)?;
+    }
+    // The protective MBR's 0xEE partition covers the whole disk (or 2 TiB, its limit).
+    let mut mbr = [0u8; 16];
+    disk.read_exact_at(&mut mbr, 446)?;
+    if mbr[4] == 0xEE {
+        let sectors = u32::try_from(lbas - 1).unwrap_or(u32::MAX);
+        disk.write_all_at(&sectors.to_le_bytes(), 446 + 12)?;
+    }
+    Ok(Span {
+        start,
+        len: (last - first + 1) * sector,
+        number: slot as u32 + 1,
+    })
+}
+
+/// The header with its CRC32 computed over itself (CRC field zeroed first).
+fn seal(header: &[u8]) -> Vec<u8> {
+    let mut h = header.to_vec();
+    h[16..20].fill(0);
+    let crc = crc32fast::hash(&h);
+    h[16..20].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+fn mbr_add(
+    disk: &impl FileExt,
+    disk_size: u64,
+    sector: u64,
+    size: u64,
+    head: &[u8],
+) -> Result<Span, PartitionError> {
+    let mut used_end = ALIGN;
+    let mut free = None;
+    for i in 0..4 {
+        let e = &head[446 + 16 * i..462 + 16 * i];
+        if e[4] == 0 {
+            free = free.or(Some(i));
+        } else {
+            used_end = used_end.max((u64::from(le32(e, 8)) + u64::from(le32(e, 12))) * sector);
+        }
+    }
+    let Some(slot) = free else {
+        return Err(PartitionError::Layout(
+            "all four MBR partition slots are in use".into(),
+        ));
+    };
+    let end = disk_size.min(u64::from(u32::MAX) * sector);
+    let start = place(end, used_end, size)?;
+    let first = u32::try_from(start / sector).expect("below 2^32 sectors");
+    let count = u32::try_from((end - start) / sector).expect("below 2^32 sectors");
+    let mut e = [0u8; 16];
+    // CHS fields say "beyond CHS" (as fdisk writes for large disks); LBA fields are the truth.
+    e[1..4].copy_from_slice(&[0xFE, 0xFF, 0xFF]);
+    e[4] = 0x83;
+    e[5..8].copy_from_slice(&[0xFE, 0xFF, 0xFF]);
+    e[8..12].copy_from_slice(&first.to_le_bytes());
+    e[12..16].copy_from_slice(&count.to_le_bytes());
+    disk.write_all_at(&e, 446 + 16 * slot as u64)?;
+    Ok(Span {
+        start,
+        len: u64::from(count) * sector,
+        number: slot as u32 + 1,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guids_are_stored_mixed_endian() {
+        // 0FC63DAF-8483-4772-8E79-3D69D8477DE4 as it appears on disk.
+        assert_eq!(
+            LINUX_DATA,
+            [
+                0xAF, 0x3D, 0xC6, 0x0F, 0x83, 0x84, 0x72, 0x47, 0x8E, 0x79, 0x3D, 0x69, 0xD8, 0x47,
+                0x7D, 0xE4
+            ]
+        );
+    }
+
+    #[test]
+    fn the_partition_goes_last_aligned_and_only_where_there_is_room() {
+        assert_eq!(place(100 << 20, 10 << 20, 64 << 20).unwrap(), 36 << 20);
+        // Not aligned at the end: rounded down to a MiB boundary.
+        assert_eq!(
+            place((100 << 20) - 512, 10 << 20, 64 << 20).unwrap(),
+            35 << 20
+        );
+        let err = place(100 << 20, 50 << 20, 64 << 20).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("they end at 50 MiB of a 100 MiB disk"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_disk_without_a_table_is_refused() {
+        let f = tempfile::tempfile().unwrap();
+        f.set_len(8 << 20).unwrap();
+        let err = add_at_end(&f, 8 << 20, 512, 1 << 20, "config-2", [1; 16]).unwrap_err();
+        assert!(err.to_string().contains("no partition table"), "{err}");
+    }
+}
