@@ -24,6 +24,7 @@ OUT=${1:-${FERROMETAL_GUEST_CACHE:-$REPO_ROOT/.cache/guest}}
 LIVE_KERNEL=${FERROMETAL_GUEST_KERNEL_LIVE:-${FERROMETAL_GUEST_KERNEL:-cloud}}
 DISK_KERNEL=${FERROMETAL_GUEST_KERNEL_DISK:-${FERROMETAL_GUEST_KERNEL:-generic}}
 SRC="$REPO_ROOT/scripts/guest"
+source "$REPO_ROOT/scripts/debian-boot.sh"
 GRUB_MODULES="normal linux search search_label part_gpt part_msdos fat iso9660 echo serial terminal test configfile boot"
 CMDLINE="console=ttyS0,115200 panic=30"
 mkdir -p "$OUT"
@@ -32,14 +33,6 @@ exec 9>"$OUT/.lock"
 flock -w 900 9 || { echo "another guest-images.sh holds $OUT/.lock" >&2; exit 1; }
 t0=$(date +%s.%N)
 
-# meta_package FLAVOUR: Debian's package that always depends on the current kernel of FLAVOUR.
-meta_package() {
-  case "$1" in
-    cloud) echo linux-image-cloud-amd64 ;;
-    generic) echo linux-image-amd64 ;;
-    *) echo "a guest kernel is cloud or generic, not '$1'" >&2; exit 2 ;;
-  esac
-}
 meta_package "$LIVE_KERNEL" >/dev/null
 meta_package "$DISK_KERNEL" >/dev/null
 
@@ -66,8 +59,6 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # --- the packages the guests are made of ---
-# kernel_package FLAVOUR: linux-image-<abi>-<flavour> behind the meta package.
-kernel_package() { apt-cache depends "$(meta_package "$1")" 2>/dev/null | awk '/Depends: linux-image-/ {print $2; exit}'; }
 live_kpkg=$(kernel_package "$LIVE_KERNEL")
 disk_kpkg=$(kernel_package "$DISK_KERNEL")
 if [ -z "$live_kpkg" ] || [ -z "$disk_kpkg" ]; then
@@ -76,26 +67,8 @@ if [ -z "$live_kpkg" ] || [ -z "$disk_kpkg" ]; then
   disk_kpkg=$(kernel_package "$DISK_KERNEL")
 fi
 [ -n "$live_kpkg" ] && [ -n "$disk_kpkg" ] || { echo "no kernel package behind $(meta_package "$LIVE_KERNEL") or $(meta_package "$DISK_KERNEL")" >&2; exit 1; }
-# One apt-cache call for all candidates (each call costs ~0.4 s).
-policy=$(apt-cache policy "$live_kpkg" "$disk_kpkg" busybox-static | awk '/^[^ ]/ {p = $1; sub(/:$/, "", p)} /Candidate:/ {print p, $2}')
-candidate() { awk -v p="$1" '$1 == p {print $2}' <<<"$policy"; }
+candidates "$live_kpkg" "$disk_kpkg" busybox-static
 mkdir -p "$OUT/debs"
-# fetch PACKAGE: the path of PACKAGE's .deb at its candidate version, downloaded once.
-fetch() {
-  local pkg=$1 ver deb
-  ver=$(candidate "$pkg")
-  [ -n "$ver" ] && [ "$ver" != "(none)" ] || { echo "no candidate for $pkg (apt-get update?)" >&2; return 1; }
-  for deb in "$OUT/debs/${pkg}"_*.deb; do
-    [ -f "$deb" ] && [ "$(dpkg-deb -f "$deb" Version)" = "$ver" ] && { echo "$deb"; return 0; }
-  done
-  rm -f "$OUT/debs/${pkg}"_*.deb
-  (cd "$OUT/debs" && apt-get download -q "$pkg=$ver" 2>&1 | grep -v -e '^W: Download is performed unsandboxed' -e '^Get:' -e '^Fetched' >&2 || true)
-  for deb in "$OUT/debs/${pkg}"_*.deb; do
-    [ -f "$deb" ] && { echo "$deb"; return 0; }
-  done
-  echo "could not download $pkg" >&2
-  return 1
-}
 live_kdeb=$(fetch "$live_kpkg")
 disk_kdeb=$(fetch "$disk_kpkg")
 bdeb=$(fetch busybox-static)
@@ -107,7 +80,7 @@ done
 key=$( {
   echo "live=$(basename "$live_kdeb") disk=$(basename "$disk_kdeb") busybox=$(basename "$bdeb") cmdline=$CMDLINE modules=$GRUB_MODULES"
   dpkg-query -W grub-common grub-pc-bin grub-efi-amd64-bin xorriso
-  cat "$0" "$SRC"/*
+  cat "$0" "$REPO_ROOT/scripts/debian-boot.sh" "$SRC"/*
 } | sha256sum | cut -d' ' -f1)
 
 print() {
@@ -129,45 +102,6 @@ rm -rf "$B" "$OUT/stamp"
 mkdir -p "$B"
 dpkg-deb -x "$bdeb" "$B/busybox"
 
-# initramfs DEB DIR: DIR/vmlinuz and DIR/initrd.img from the kernel package DEB: busybox, /init,
-# the modules in scripts/guest/modules and their dependencies.
-initramfs() {
-  local deb=$1 D=$2 kver M R m pat line f
-  mkdir -p "$D"
-  dpkg-deb -x "$deb" "$D/kernel"
-  kver=$(ls "$D/kernel/lib/modules")
-  cp "$D/kernel/boot/vmlinuz-$kver" "$D/vmlinuz"
-  R="$D/root"
-  mkdir -p "$R/bin" "$R/etc" "$R/usr/share/fm" "$R/lib/modules/$kver"
-  cp "$B/busybox/bin/busybox" "$R/bin/busybox"
-  ln -s busybox "$R/bin/sh"
-  install -m 0755 "$SRC/init" "$R/init"
-  install -m 0755 "$SRC/udhcpc.script" "$R/etc/udhcpc.script"
-  cp "$SRC/json.awk" "$SRC/yaml.awk" "$R/usr/share/fm/"
-  depmod -b "$D/kernel" "$kver"
-  M="$D/kernel/lib/modules/$kver"
-  : >"$R/etc/fm-modules"
-  for m in $(grep -v -e '^#' -e '^$' "$SRC/modules"); do
-    # modules.dep: "kernel/…/NAME.ko: DEP.ko …"; '-' and '_' are the same in module names.
-    pat=$(echo "$m" | sed 's/[-_]/[-_]/g')
-    line=$(grep -E "(^|/)$pat\.ko(\.[a-z]+)?:" "$M/modules.dep" || true)
-    if [ -z "$line" ]; then
-      grep -qE "(^|/)$pat\.ko" "$M/modules.builtin" && continue
-      echo "guest-images: module $m is not in $(basename "$deb" | cut -d_ -f1) (skipped)" >&2
-      continue
-    fi
-    echo "$m" >>"$R/etc/fm-modules"
-    for f in $(echo "$line" | tr -d ':'); do
-      mkdir -p "$R/lib/modules/$kver/$(dirname "$f")"
-      cp "$M/$f" "$R/lib/modules/$kver/$f"
-    done
-  done
-  cp "$M/modules.builtin" "$M/modules.order" "$R/lib/modules/$kver/"
-  [ ! -f "$M/modules.builtin.modinfo" ] || cp "$M/modules.builtin.modinfo" "$R/lib/modules/$kver/"
-  depmod -b "$R" "$kver"
-  (cd "$R" && find . | LC_ALL=C sort | "$B/busybox/bin/busybox" cpio -o -H newc 2>/dev/null) | gzip -9n >"$D/initrd.img"
-  rm -rf "$D/kernel" "$R"
-}
 initramfs "$live_kdeb" "$B/live"
 if [ "$disk_kdeb" = "$live_kdeb" ]; then
   cp -r "$B/live" "$B/disk"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests need: OpenIPMI's ipmi_sim, ipmitool, htpasswd
-# (bcrypt entries for sushy-tools' auth file), kubectl, wrk for the emulator benchmark and a C++
-# compiler (libFuzzer, and the C of aws-lc-rs and mimalloc, all built at compile time).
+# (bcrypt entries for sushy-tools' auth file), kubectl, wrk for the emulator benchmark, a C++
+# compiler (libFuzzer, and the C of aws-lc-rs and mimalloc, all built at compile time), and for
+# the deploy agent's media and its tests xorriso (boot ISOs, config drives), cpio and sgdisk.
 set -euo pipefail
 need=()
 command -v ipmi_sim >/dev/null || need+=(openipmi)
@@ -9,6 +10,9 @@ command -v ipmitool >/dev/null || need+=(ipmitool)
 command -v htpasswd >/dev/null || need+=(apache2-utils)
 command -v kubectl >/dev/null || need+=(kubernetes-client)
 command -v wrk >/dev/null || need+=(wrk)
+command -v xorriso >/dev/null || need+=(xorriso)
+command -v cpio >/dev/null || need+=(cpio)
+command -v sgdisk >/dev/null || need+=(gdisk)
 # libFuzzer (fuzz/, through libfuzzer-sys) is C++ and aws-lc-rs and mimalloc are C, built at
 # compile time; g++ brings gcc.
 command -v c++ >/dev/null || need+=(g++)
