@@ -10,6 +10,8 @@
 
 use std::time::Duration;
 
+pub mod agent;
+pub mod config_drive;
 pub mod fixture;
 pub mod ironic;
 pub mod redfish;

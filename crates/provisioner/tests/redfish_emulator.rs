@@ -499,7 +499,7 @@ async fn images_the_backend_cannot_boot_are_refused_before_any_request() {
     assert_eq!(err.kind, ErrorKind::Unsupported);
     assert_eq!(
         err.message,
-        "image format qcow2 needs the ironic provisioner; the redfish provisioner boots live-iso images only"
+        "image format qcow2 needs the deploy agent (serve --agent-ramdisk) or the ironic provisioner; without them the redfish provisioner boots live-iso images only"
     );
 
     let mut ipmi = host(&emu, 0);

@@ -324,55 +324,7 @@ pub fn instance_matches(node_instance_info: &Value, spec: &DeploySpec) -> bool {
         .any(|k| node_instance_info.get(*k).and_then(Value::as_str) == Some(spec.identity.as_str()))
 }
 
-/// Text that is JSON or YAML into a JSON value; anything else stays a string.
-fn structured(text: &str) -> Value {
-    if let Ok(v) = serde_json::from_str::<Value>(text) {
-        return v;
-    }
-    match serde_yaml::from_str::<Value>(text) {
-        Ok(v @ (Value::Object(_) | Value::Array(_))) => v,
-        _ => Value::String(text.to_string()),
-    }
-}
-
-/// A configdrive Ironic builds itself (API ≥ 1.56): user data as given, network data and
-/// metadata as objects, with the identifying metadata metal3 adds.
-pub fn configdrive(host: &HostInfo, node_uuid: &str, deployment: &Deployment) -> Option<Value> {
-    // As metal3: a live ISO gets no config drive. Ironic would attach it as a second virtual
-    // medium, which much hardware (and sushy-tools) cannot take, failing the deploy.
-    if deployment.image.as_ref().is_some_and(|i| i.is_live_iso()) {
-        return None;
-    }
-    if deployment.user_data.is_none()
-        && deployment.network_data.is_none()
-        && deployment.meta_data.is_none()
-    {
-        return None;
-    }
-    let (namespace, name) = host.key.split_once('~').unwrap_or(("", &host.key));
-    let mut meta = match deployment.meta_data.as_deref().map(structured) {
-        Some(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    for (k, v) in [
-        ("uuid", node_uuid),
-        ("metal3-namespace", namespace),
-        ("metal3-name", name),
-        ("local-hostname", name),
-        ("local_hostname", name),
-        ("name", name),
-    ] {
-        meta.entry(k).or_insert_with(|| json!(v));
-    }
-    let mut drive = json!({ "meta_data": meta });
-    if let Some(user) = &deployment.user_data {
-        drive["user_data"] = json!(user);
-    }
-    if let Some(network) = deployment.network_data.as_deref() {
-        drive["network_data"] = structured(network);
-    }
-    Some(drive)
-}
+pub use crate::config_drive::configdrive;
 
 pub fn power_of(node: &Value) -> PowerState {
     match node.get("power_state").and_then(Value::as_str) {

@@ -60,11 +60,22 @@ pub(super) struct DeployProgress {
     pub(super) restarted: bool,
 }
 
+/// The steps after the agent finished its work in one boot (`boot`): media out, then for a
+/// deploy the boot device set to the disk and a restart into it, for the rest power off.
+#[derive(Debug, Clone, Default)]
+pub(super) struct AgentFinish {
+    pub(super) boot: String,
+    pub(super) ejected: bool,
+    pub(super) boot_set: bool,
+    pub(super) restarted: bool,
+}
+
 #[derive(Default)]
 pub(super) struct HostState {
     pub(super) client: Option<(Fingerprint, Arc<dyn Bmc>)>,
     pub(super) in_flight: Option<InFlight>,
     pub(super) deploy: Option<DeployProgress>,
+    pub(super) agent_finish: Option<AgentFinish>,
     /// Deprovisioning a host whose power must stay on restarted it already.
     pub(super) teardown_restarted: bool,
 }

@@ -1,5 +1,5 @@
-//! Which deployments the redfish backend can do: live-iso images, booted from Redfish virtual
-//! media.
+//! Which deployments the redfish backend can do without the deploy agent: live-iso images,
+//! booted from Redfish virtual media.
 
 use ferrometal_api::ImageFormat;
 use ferrometal_api::spec_fault::SpecFault;
@@ -35,8 +35,14 @@ pub fn live_iso_url<'a>(host: &HostInfo, deployment: &'a Deployment) -> Result<&
             Some(ImageFormat::LiveIso) => "live-iso",
             None => "(unset)",
         };
+        let how = match image.format {
+            Some(ImageFormat::Vdi | ImageFormat::Vmdk) => {
+                "needs converting to raw or qcow2 for the deploy agent (serve --agent-ramdisk), or the ironic provisioner"
+            }
+            _ => "needs the deploy agent (serve --agent-ramdisk) or the ironic provisioner",
+        };
         return Err(unsupported(format!(
-            "image format {format} needs the ironic provisioner; the redfish provisioner boots live-iso images only"
+            "image format {format} {how}; without them the redfish provisioner boots live-iso images only"
         ))
         .in_spec(SpecFault::ImageFormatNotSupported));
     }

@@ -10,10 +10,16 @@
 //! power action in flight and the progress of a deployment. All of it is in memory: after a
 //! restart the BMC's own state is the record.
 //!
+//! With the deploy agent (`with_agent`), disk images are written, inspection is in-band and
+//! deprovisioning cleans disk metadata: the host boots the agent's ramdisk from virtual media.
+//!
 //! `provisioner` holds the backend with its per-host locks and clients, `host_state` what it
-//! remembers per host, `power` how it drives power, `image` what it can deploy, `hardware` how
-//! an inventory becomes `status.hardware`; this file implements the trait with them.
+//! remembers per host, `power` how it drives power, `image` what it can deploy, `boot_media`
+//! how an ISO is booted, `agent_boot` the work done through the agent, `hardware` how an
+//! inventory becomes `status.hardware`; this file implements the trait with them.
 
+mod agent_boot;
+mod boot_media;
 mod hardware;
 mod host_state;
 mod image;
@@ -28,17 +34,13 @@ use ferrometal_bmc::{
 };
 
 pub use hardware::hardware_details;
-use host_state::DeployProgress;
 pub use image::live_iso_url;
 pub use options::RedfishOptions;
 use power::power_action_of;
 pub use provisioner::RedfishProvisioner;
 use provisioner::unsupported;
 
-use crate::{
-    Deployment, ErrorKind, HostInfo, PowerOffMode, Provisioner, ProvisionerError, Registration,
-    Result, Step,
-};
+use crate::{Deployment, HostInfo, PowerOffMode, Provisioner, Registration, Result, Step};
 
 #[async_trait::async_trait]
 impl Provisioner for RedfishProvisioner {
@@ -91,6 +93,12 @@ impl Provisioner for RedfishProvisioner {
         if host.inspection_mode == InspectionMode::Disabled {
             return Ok(Step::Done(None));
         }
+        if self.agent.is_some()
+            && host.inspection_mode == InspectionMode::Agent
+            && host.bmc.protocol() == Protocol::Redfish
+        {
+            return self.inspect_with_agent(host).await;
+        }
         if host.bmc.protocol() == Protocol::Ipmi {
             // IPMI has no inventory to read out of band; the host goes on uninspected.
             tracing::info!(host = %host.key, "IPMI BMC: no out-of-band inspection");
@@ -112,87 +120,22 @@ impl Provisioner for RedfishProvisioner {
     }
 
     async fn provision(&self, host: &HostInfo, deployment: &Deployment) -> Result<Step> {
+        if self.agent.is_some()
+            && deployment
+                .image
+                .as_ref()
+                .is_some_and(|image| !image.is_live_iso())
+        {
+            return self.deploy_with_agent(host, deployment).await;
+        }
         let url = live_iso_url(host, deployment)?;
-        let (mut st, bmc) = self.session(host).await?;
-        let st = &mut *st;
-        if st.deploy.as_ref().is_none_or(|d| d.url != url) {
-            st.deploy = Some(DeployProgress {
-                url: url.to_string(),
-                ..DeployProgress::default()
-            });
-            st.teardown_restarted = false;
-        }
-        let media = bmc.media_status().await?;
-        let ours = media.inserted && media.image.as_deref() == Some(url);
-        let power = self.observe_power(st, &*bmc).await?;
-
-        if !ours {
-            // Ironic's ramdisk deploy order: off, media + boot, on. Inserting only into a host
-            // that is off makes "our media + On" mean the host booted it, even after a restart.
-            if !host.disable_power_off && power != PowerState::Off {
-                return match self
-                    .drive_power_from(st, &*bmc, PowerAction::ForceOff, power)
-                    .await?
-                {
-                    Step::Done(()) => self.step_waiting("powered off; inserting media next"),
-                    waiting => Ok(waiting),
-                };
-            }
-            bmc.insert_media(url).await.map_err(image::insert_error)?;
-            let progress = st.deploy.as_mut().expect("set above");
-            progress.inserted = true;
-            progress.boot_set = false;
-            progress.powered_on = false;
-            progress.restarted = false;
-            tracing::debug!(host = %host.key, "virtual media inserted");
-            return self.step_waiting("virtual media inserted");
-        }
-
-        let progress = st.deploy.clone().expect("set above");
-        let booted = progress.powered_on || progress.restarted;
-        match power {
-            PowerState::On if booted => {
-                st.in_flight = None;
-                Ok(Step::Done(()))
-            }
-            // Media ours and On, with no memory of inserting it: a previous run powered the
-            // host on with the image (media goes only into hosts that are off). Hosts whose
-            // power must stay on cannot tell, so they get the restart.
-            PowerState::On if !progress.inserted && !host.disable_power_off => Ok(Step::Done(())),
-            PowerState::On | PowerState::Off if !progress.boot_set => {
-                if host.boot_mode == Some(ferrometal_api::BootMode::UefiSecureBoot)
-                    && !bmc.secure_boot().await?
-                {
-                    // Observed again on the next call before the boot override is set.
-                    bmc.set_secure_boot(true).await?;
-                    return self.step_waiting("UEFI Secure Boot enabled");
-                }
-                bmc.set_boot(Self::boot_override(host, BootDevice::Cd))
-                    .await?;
-                st.deploy.as_mut().expect("set above").boot_set = true;
-                self.step_waiting("boot override set to Cd once")
-            }
-            PowerState::On => {
-                self.issue(st, &*bmc, PowerAction::ForceRestart).await?;
-                st.deploy.as_mut().expect("set above").restarted = true;
-                self.waiting_power("restarted into the image".into())
-            }
-            PowerState::Off | PowerState::PoweringOn | PowerState::PoweringOff => {
-                // Media and boot override are in place: whatever powers it on now boots them.
-                let step = self
-                    .drive_power_from(st, &*bmc, PowerAction::On, power)
-                    .await?;
-                st.deploy.as_mut().expect("set above").powered_on = true;
-                Ok(step)
-            }
-            PowerState::Unknown => Err(ProvisionerError::new(
-                ErrorKind::Failed,
-                format!("BMC {} reports an unknown power state", bmc.endpoint()),
-            )),
-        }
+        self.boot_media(host, url).await
     }
 
     async fn deprovision(&self, host: &HostInfo) -> Result<Step> {
+        if self.cleans_with_agent(host) {
+            return self.deprovision_with_agent(host).await;
+        }
         let (mut st, bmc) = self.session(host).await?;
         let st = &mut *st;
         st.deploy = None;
@@ -348,6 +291,7 @@ impl Provisioner for RedfishProvisioner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorKind;
     use ferrometal_api::spec_fault::SpecFault;
     use ferrometal_api::{CustomDeploy, Image, ImageFormat};
     use ferrometal_bmc::{BmcAddress, Credentials};
@@ -392,7 +336,7 @@ mod tests {
         assert_eq!(err.kind, ErrorKind::Unsupported);
         assert_eq!(
             err.message,
-            "image format qcow2 needs the ironic provisioner; the redfish provisioner boots live-iso images only"
+            "image format qcow2 needs the deploy agent (serve --agent-ramdisk) or the ironic provisioner; without them the redfish provisioner boots live-iso images only"
         );
         assert_eq!(err.spec_fault, Some(SpecFault::ImageFormatNotSupported));
         let err = live_iso_url(&rf, &image(None)).unwrap_err();

@@ -8,6 +8,7 @@ use ferrometal_bmc::{Bmc, BmcOptions, BootDevice, BootMode, BootOverride};
 
 use super::host_state::{Fingerprint, HostState};
 use super::options::RedfishOptions;
+use crate::agent::AgentService;
 use crate::{ErrorKind, HostInfo, ProvisionerError, Result, Step};
 
 /// The redfish backend. Cheap to share (`Arc`); all state is behind short-held locks, with one
@@ -15,6 +16,9 @@ use crate::{ErrorKind, HostInfo, ProvisionerError, Result, Step};
 pub struct RedfishProvisioner {
     pub(super) options: RedfishOptions,
     hosts: Mutex<HashMap<String, Arc<tokio::sync::Mutex<HostState>>>>,
+    /// The deploy agent's server side: disk images, in-band inspection and cleaning through
+    /// the agent ramdisk. Without it, only live ISOs are booted.
+    pub(super) agent: Option<Arc<AgentService>>,
 }
 
 impl RedfishProvisioner {
@@ -22,7 +26,14 @@ impl RedfishProvisioner {
         RedfishProvisioner {
             options,
             hosts: Mutex::new(HashMap::new()),
+            agent: None,
         }
+    }
+
+    /// Deploys disk images, inspects in-band and cleans through the deploy agent.
+    pub fn with_agent(mut self, agent: Arc<AgentService>) -> RedfishProvisioner {
+        self.agent = Some(agent);
+        self
     }
 
     pub fn options(&self) -> &RedfishOptions {
@@ -69,6 +80,7 @@ impl RedfishProvisioner {
             // Another BMC may be another machine: nothing remembered applies.
             st.in_flight = None;
             st.deploy = None;
+            st.agent_finish = None;
             st.teardown_restarted = false;
         }
         let options = BmcOptions {

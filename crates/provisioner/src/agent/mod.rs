@@ -1,0 +1,331 @@
+//! The server side of ferrometal's deploy agent: per host and per boot, a session that builds
+//! the boot ISO (the ramdisk with this boot's configuration), hands the agent its instructions
+//! and keeps what it reports, until the backend that started it ends it.
+//!
+//! Each boot gets its own token (bound to that host and that boot) and its own unguessable
+//! media name; both stop working when the session ends. The token reaches the host only inside
+//! the ISO and travels back only in the Authorization header: it is never in a URL, a log line,
+//! an Event or status. The HTTP side (the agent API over HTTPS, the media over HTTP for BMCs)
+//! is the binary's; it calls `instruction`, `report`, `config_drive` and `media_path`.
+//!
+//! `session` is the per-boot bookkeeping (pure), `media` writes ISOs and config drives.
+
+pub mod media;
+pub mod session;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ferrometal_agent::protocol::{AgentConfig, Hardware, Instruction, Report};
+use rand::Rng;
+
+pub use session::{Ending, Purpose, Session};
+
+/// Where the agent service finds its ramdisk and how hosts and BMCs reach it.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// The ramdisk's ISO (`scripts/agent-ramdisk.sh` builds `agent.iso`).
+    pub ramdisk_iso: PathBuf,
+    /// Per-boot ISOs and scratch space (emptied at start).
+    pub work_dir: PathBuf,
+    /// The agent API's base URL as hosts reach it (HTTPS), e.g. `https://10.0.2.2:6385`.
+    pub api_url: String,
+    /// The media server's base URL as BMCs reach it (HTTP), e.g. `http://127.0.0.1:6386`.
+    pub media_url: String,
+    /// PEM of the CA that signed the agent API's certificate.
+    pub ca_pem: String,
+    /// How long a booted host may take to call the API for the first time.
+    pub boot_timeout: Duration,
+    /// How long the agent may stay silent once it called (a deploy's download included).
+    pub silence_timeout: Duration,
+}
+
+/// Data for a deploy's config drive.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigDriveData {
+    pub meta_data: serde_json::Value,
+    pub user_data: Option<String>,
+    pub network_data: Option<serde_json::Value>,
+}
+
+/// A session's boot media, as the backend sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Media {
+    Building,
+    /// The URL to insert into the BMC's virtual CD.
+    Ready(String),
+    Failed(String),
+}
+
+/// What a backend reads of a session.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    pub boot: String,
+    pub media: Media,
+    /// The agent called at least once.
+    pub called: bool,
+    pub ending: Option<Ending>,
+    pub hardware: Option<Hardware>,
+    pub timings: Vec<(String, f64)>,
+    pub write_mb_per_s: Option<f64>,
+    pub root_disk: Option<String>,
+}
+
+/// A refused agent API request.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refused {
+    #[error("unknown or expired agent token")]
+    Token,
+    #[error("no config drive for this boot")]
+    NoConfigDrive,
+}
+
+struct Entry {
+    session: Session,
+    fingerprint: String,
+    token: String,
+    media_name: String,
+    media: Media,
+    config_drive: Option<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// By host key.
+    entries: HashMap<String, Entry>,
+    /// Token -> host key.
+    tokens: HashMap<String, String>,
+    /// Media name -> file, for the media server.
+    files: HashMap<String, PathBuf>,
+}
+
+pub struct AgentService {
+    options: AgentOptions,
+    state: Mutex<State>,
+    /// The ramdisk ISO's tree, extracted once; each boot's ISO is written from it.
+    tree: tokio::sync::OnceCell<Result<PathBuf, String>>,
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut rng = rand::rng();
+    (0..bytes)
+        .map(|_| format!("{:02x}", rng.random::<u8>()))
+        .collect()
+}
+
+impl AgentService {
+    pub fn new(options: AgentOptions) -> std::io::Result<Arc<AgentService>> {
+        let _ = std::fs::remove_dir_all(&options.work_dir);
+        std::fs::create_dir_all(options.work_dir.join("media"))?;
+        Ok(Arc::new(AgentService {
+            options,
+            state: Mutex::new(State::default()),
+            tree: tokio::sync::OnceCell::new(),
+        }))
+    }
+
+    pub fn options(&self) -> &AgentOptions {
+        &self.options
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts a session for `key` unless one with the same `fingerprint` (what it is for) runs;
+    /// a session for something else is ended first. The boot media are built in the background.
+    pub fn begin(
+        self: &Arc<Self>,
+        key: &str,
+        fingerprint: &str,
+        purpose: Purpose,
+        config_drive: Option<ConfigDriveData>,
+    ) -> Progress {
+        let mut state = self.lock();
+        if let Some(entry) = state.entries.get(key) {
+            if entry.fingerprint == fingerprint {
+                return self.view(entry);
+            }
+            Self::remove(&mut state, key);
+        }
+        let boot = random_hex(6);
+        let token = random_hex(32);
+        let media_name = format!("{}.iso", random_hex(16));
+        let mut purpose = purpose;
+        if let (Purpose::Deploy { spec, .. }, Some(_)) = (&mut purpose, &config_drive) {
+            spec.config_drive_url = Some(format!(
+                "{}/v1/config-drive",
+                self.options.api_url.trim_end_matches('/')
+            ));
+        }
+        let entry = Entry {
+            session: Session::new(boot.clone(), purpose, Instant::now()),
+            fingerprint: fingerprint.to_string(),
+            token: token.clone(),
+            media_name: media_name.clone(),
+            media: Media::Building,
+            config_drive: None,
+        };
+        let view = self.view(&entry);
+        state.tokens.insert(token.clone(), key.to_string());
+        state.entries.insert(key.to_string(), entry);
+        drop(state);
+
+        let service = self.clone();
+        let key = key.to_string();
+        tokio::spawn(async move {
+            let built = service
+                .build(&boot, &token, &media_name, config_drive)
+                .await;
+            let mut state = service.lock();
+            let media_path = service.options.work_dir.join("media").join(&media_name);
+            match state.entries.get_mut(&key) {
+                Some(entry) if entry.session.boot == boot => match built {
+                    Ok(drive) => {
+                        entry.config_drive = drive;
+                        entry.media = Media::Ready(format!(
+                            "{}/{media_name}",
+                            service.options.media_url.trim_end_matches('/')
+                        ));
+                        state.files.insert(media_name, media_path);
+                    }
+                    Err(e) => entry.media = Media::Failed(e),
+                },
+                // Ended while building: nothing may stay behind.
+                _ => {
+                    let _ = std::fs::remove_file(media_path);
+                }
+            }
+        });
+        view
+    }
+
+    async fn build(
+        &self,
+        boot: &str,
+        token: &str,
+        media_name: &str,
+        config_drive: Option<ConfigDriveData>,
+    ) -> Result<Option<Vec<u8>>, String> {
+        let tree = self
+            .tree
+            .get_or_init(|| extract_tree(&self.options.ramdisk_iso, &self.options.work_dir))
+            .await
+            .clone()?;
+        let config = AgentConfig {
+            api_url: self.options.api_url.clone(),
+            ca_pem: self.options.ca_pem.clone(),
+            token: token.to_string(),
+            network_data: None,
+        };
+        let json = serde_json::to_vec(&config).map_err(|e| e.to_string())?;
+        let cpio = media::cpio(&[(
+            ferrometal_agent::protocol::CONFIG_PATH.trim_start_matches('/'),
+            0o600,
+            &json,
+        )]);
+        let out = self.options.work_dir.join("media").join(media_name);
+        media::boot_iso(&tree, &cpio, &out).await?;
+        match config_drive {
+            Some(data) => {
+                let work = self.options.work_dir.join(format!("drive-{boot}"));
+                let drive = media::config_drive(
+                    &work,
+                    &data.meta_data,
+                    data.user_data.as_deref(),
+                    data.network_data.as_ref(),
+                )
+                .await;
+                let _ = tokio::fs::remove_dir_all(&work).await;
+                Ok(Some(drive?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn view(&self, entry: &Entry) -> Progress {
+        let s = &entry.session;
+        let overdue = s.overdue(
+            Instant::now(),
+            self.options.boot_timeout,
+            self.options.silence_timeout,
+        );
+        Progress {
+            boot: s.boot.clone(),
+            media: entry.media.clone(),
+            called: s.hello.is_some(),
+            ending: s.ending.clone().or(overdue.map(Ending::Failed)),
+            hardware: s.hardware.clone(),
+            timings: s.timings.clone(),
+            write_mb_per_s: s.write_mb_per_s,
+            root_disk: s.root_disk.clone(),
+        }
+    }
+
+    /// The session of `key`, if one runs.
+    pub fn progress(&self, key: &str) -> Option<Progress> {
+        let state = self.lock();
+        state.entries.get(key).map(|e| self.view(e))
+    }
+
+    /// Ends the session of `key`: its token and media stop working, its files go.
+    pub fn end(&self, key: &str) {
+        Self::remove(&mut self.lock(), key);
+    }
+
+    fn remove(state: &mut State, key: &str) {
+        if let Some(entry) = state.entries.remove(key) {
+            state.tokens.remove(&entry.token);
+            if let Some(path) = state.files.remove(&entry.media_name) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
+    /// Sessions running (for metrics and tests).
+    pub fn sessions(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    fn with_session<T>(
+        &self,
+        token: &str,
+        f: impl FnOnce(&mut Entry) -> Result<T, Refused>,
+    ) -> Result<T, Refused> {
+        let mut state = self.lock();
+        let key = state.tokens.get(token).cloned().ok_or(Refused::Token)?;
+        let entry = state.entries.get_mut(&key).ok_or(Refused::Token)?;
+        f(entry)
+    }
+
+    pub fn instruction(&self, token: &str) -> Result<Instruction, Refused> {
+        self.with_session(token, |e| Ok(e.session.instruction(Instant::now())))
+    }
+
+    pub fn report(&self, token: &str, report: Report) -> Result<(), Refused> {
+        self.with_session(token, |e| {
+            e.session.report(report, Instant::now());
+            Ok(())
+        })
+    }
+
+    pub fn config_drive(&self, token: &str) -> Result<Vec<u8>, Refused> {
+        self.with_session(token, |e| {
+            e.config_drive.clone().ok_or(Refused::NoConfigDrive)
+        })
+    }
+
+    /// The file behind a media name, while its session runs.
+    pub fn media_path(&self, name: &str) -> Option<PathBuf> {
+        self.lock().files.get(name).cloned()
+    }
+}
+
+async fn extract_tree(iso: &Path, work: &Path) -> Result<PathBuf, String> {
+    let tree = work.join("ramdisk-tree");
+    let _ = tokio::fs::remove_dir_all(&tree).await;
+    media::extract(iso, &tree).await?;
+    Ok(tree)
+}

@@ -1,0 +1,326 @@
+//! Work done by the deploy agent: the host boots the agent's ramdisk from virtual media (as a
+//! live ISO is booted), the agent does the work, then the backend takes the media out and
+//! either boots the written disk (a deploy) or powers the host off (inspection, cleaning).
+//!
+//! The agent session lives in the agent service, keyed by host; each call here looks at it and
+//! moves one step, never waiting on the BMC or the agent.
+
+use std::sync::Arc;
+
+use ferrometal_agent::protocol::{DeploySpec, RootDeviceHints};
+use ferrometal_api::spec_fault::SpecFault;
+use ferrometal_api::{AutomatedCleaningMode, HardwareDetails, ImageFormat};
+use ferrometal_bmc::{BootDevice, PowerAction, PowerState, Protocol};
+
+use super::RedfishProvisioner;
+use super::host_state::AgentFinish;
+use super::provisioner::unsupported;
+use crate::agent::{AgentService, ConfigDriveData, Ending, Media, Progress, Purpose};
+use crate::{Deployment, ErrorKind, HostInfo, ProvisionerError, Result, Step};
+
+/// What the agent needs for this deployment, or why it cannot be done.
+pub fn deploy_spec(host: &HostInfo, deployment: &Deployment) -> Result<DeploySpec> {
+    let Some(image) = &deployment.image else {
+        return Err(ProvisionerError::new(
+            ErrorKind::InvalidInput,
+            "no image to provision",
+        ));
+    };
+    if host.bmc.protocol() == Protocol::Ipmi {
+        return Err(unsupported(format!(
+            "BMC {} speaks IPMI, which has no virtual media to boot the deploy agent from: use a Redfish BMC or the ironic provisioner",
+            host.bmc.authority()
+        )));
+    }
+    let format = match image.format {
+        Some(ImageFormat::Raw) => "raw",
+        // metal3 leaves the format to be detected; qcow2 is what it is in practice, and the
+        // agent says so plainly when the file is not qcow2.
+        Some(ImageFormat::Qcow2) | None => "qcow2",
+        Some(other) => {
+            let name = serde_json::to_value(other)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            return Err(unsupported(format!(
+                "image format {name} cannot be written by the deploy agent (raw, qcow2 or live-iso)"
+            ))
+            .in_spec(SpecFault::ImageFormatNotSupported));
+        }
+    };
+    if image.url.trim().is_empty() {
+        return Err(
+            ProvisionerError::new(ErrorKind::InvalidInput, "image.url is empty")
+                .in_spec(SpecFault::ImageUrlEmpty),
+        );
+    }
+    let checksum = image.checksum.clone().unwrap_or_default();
+    if checksum.trim().is_empty() {
+        return Err(ProvisionerError::new(
+            ErrorKind::InvalidInput,
+            "image.checksum is required for a disk image",
+        )
+        .in_spec(SpecFault::ImageChecksumMissing));
+    }
+    let checksum_type = image
+        .checksum_type
+        .and_then(|t| serde_json::to_value(t).ok())
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_else(|| "auto".to_string());
+    let hints = host
+        .root_device_hints
+        .as_ref()
+        .and_then(|h| serde_json::to_value(h).ok())
+        .and_then(|v| serde_json::from_value::<RootDeviceHints>(v).ok())
+        .unwrap_or_default();
+    Ok(DeploySpec {
+        image_url: image.url.clone(),
+        format: format.to_string(),
+        checksum,
+        checksum_type,
+        root_device_hints: hints,
+        config_drive_url: None,
+    })
+}
+
+fn agent_hardware(progress: &Progress) -> Option<HardwareDetails> {
+    let hw = progress.hardware.as_ref()?;
+    serde_json::to_value(hw)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
+}
+
+impl RedfishProvisioner {
+    fn agent(&self) -> Result<&Arc<AgentService>> {
+        self.agent.as_ref().ok_or_else(|| {
+            ProvisionerError::new(ErrorKind::Unsupported, "no deploy agent configured")
+        })
+    }
+
+    pub(super) async fn deploy_with_agent(
+        &self,
+        host: &HostInfo,
+        deployment: &Deployment,
+    ) -> Result<Step> {
+        let agent = self.agent()?;
+        let spec = deploy_spec(host, deployment)?;
+        let clean = host.automated_cleaning_mode == AutomatedCleaningMode::Metadata;
+        let fingerprint = format!(
+            "deploy\n{}\n{}\n{}\n{:?}\n{clean}",
+            spec.image_url, spec.checksum, spec.format, spec.root_device_hints
+        );
+        let uuid = if host.provisioner_id.is_empty() {
+            &host.key
+        } else {
+            &host.provisioner_id
+        };
+        let drive =
+            crate::config_drive::configdrive(host, uuid, deployment).map(|v| ConfigDriveData {
+                meta_data: v["meta_data"].clone(),
+                user_data: v
+                    .get("user_data")
+                    .and_then(|u| u.as_str())
+                    .map(String::from),
+                network_data: v.get("network_data").cloned(),
+            });
+        let purpose = Purpose::Deploy {
+            spec: Box::new(spec),
+            clean,
+        };
+        let progress = agent.begin(&host.key, &fingerprint, purpose, drive);
+        match self.agent_boot(host, agent, &progress, "deploy").await? {
+            Step::Done(()) => self.boot_written_disk(host, agent, &progress).await,
+            Step::Waiting {
+                requeue_after,
+                reason,
+            } => Ok(Step::Waiting {
+                requeue_after,
+                reason,
+            }),
+        }
+    }
+
+    /// In-band inspection through the agent; the host ends powered off, as after Ironic's.
+    pub(super) async fn inspect_with_agent(
+        &self,
+        host: &HostInfo,
+    ) -> Result<Step<Option<HardwareDetails>>> {
+        let agent = self.agent()?;
+        let progress = agent.begin(&host.key, "inspect", Purpose::Inspect, None);
+        if let Step::Waiting {
+            requeue_after,
+            reason,
+        } = self
+            .agent_boot(host, agent, &progress, "inspection")
+            .await?
+        {
+            return Ok(Step::waiting(requeue_after, reason));
+        }
+        match self.power_off_after_agent(host, agent, &progress).await? {
+            Step::Done(()) => Ok(Step::Done(agent_hardware(&progress))),
+            Step::Waiting {
+                requeue_after,
+                reason,
+            } => Ok(Step::waiting(requeue_after, reason)),
+        }
+    }
+
+    /// Metadata cleaning through the agent (deprovisioning); the host ends powered off.
+    pub(super) async fn clean_with_agent(&self, host: &HostInfo) -> Result<Step> {
+        let agent = self.agent()?;
+        let progress = agent.begin(&host.key, "clean", Purpose::Clean, None);
+        match self.agent_boot(host, agent, &progress, "cleaning").await? {
+            Step::Done(()) => self.power_off_after_agent(host, agent, &progress).await,
+            waiting => Ok(waiting),
+        }
+    }
+
+    /// Deprovisioning cleans disk metadata through the agent when metal3 asks for it
+    /// (`automatedCleaningMode: metadata`, the default) and power may be switched.
+    pub(super) fn cleans_with_agent(&self, host: &HostInfo) -> bool {
+        self.agent.is_some()
+            && host.automated_cleaning_mode == AutomatedCleaningMode::Metadata
+            && host.bmc.protocol() == Protocol::Redfish
+            && !host.disable_power_off
+    }
+
+    /// A live ISO's media out first (the agent's own are its session's), then cleaning.
+    pub(super) async fn deprovision_with_agent(&self, host: &HostInfo) -> Result<Step> {
+        let agent = self.agent()?;
+        if agent.progress(&host.key).is_none() {
+            let (mut st, bmc) = self.session(host).await?;
+            st.deploy = None;
+            if bmc.media_status().await?.inserted {
+                bmc.eject_media().await?;
+                return self.step_waiting("virtual media ejected");
+            }
+        }
+        self.clean_with_agent(host).await
+    }
+
+    /// Boots the session's media and waits for the agent to end its work: Done when it
+    /// succeeded, an error with the agent's words when it failed or fell silent.
+    async fn agent_boot(
+        &self,
+        host: &HostInfo,
+        agent: &AgentService,
+        progress: &Progress,
+        work: &str,
+    ) -> Result<Step> {
+        let url = match &progress.media {
+            Media::Building => {
+                return self.step_waiting("building the deploy agent's boot media");
+            }
+            Media::Failed(e) => {
+                agent.end(&host.key);
+                return Err(ProvisionerError::new(
+                    ErrorKind::Failed,
+                    format!("building the deploy agent's boot media: {e}"),
+                ));
+            }
+            Media::Ready(url) => url,
+        };
+        match &progress.ending {
+            None => match self.boot_media(host, url).await? {
+                Step::Done(()) => Ok(Step::waiting(
+                    self.options.poll_interval,
+                    if progress.called {
+                        format!("the deploy agent is at work ({work})")
+                    } else {
+                        "booting the deploy agent".to_string()
+                    },
+                )),
+                waiting => Ok(waiting),
+            },
+            Some(Ending::Failed(message)) => {
+                agent.end(&host.key);
+                let mut st = self.lock(&host.key).await;
+                st.deploy = None;
+                st.agent_finish = None;
+                Err(ProvisionerError::new(
+                    ErrorKind::Failed,
+                    format!("{work} by the deploy agent failed: {message}"),
+                ))
+            }
+            Some(Ending::Succeeded) => Ok(Step::Done(())),
+        }
+    }
+
+    /// After a deploy: media out, the disk as the boot device, a restart into it.
+    async fn boot_written_disk(
+        &self,
+        host: &HostInfo,
+        agent: &AgentService,
+        progress: &Progress,
+    ) -> Result<Step> {
+        let (mut st, bmc) = self.session(host).await?;
+        let st = &mut *st;
+        let finish = match &mut st.agent_finish {
+            Some(f) if f.boot == progress.boot => f,
+            other => other.insert(AgentFinish {
+                boot: progress.boot.clone(),
+                ..AgentFinish::default()
+            }),
+        };
+        if !finish.ejected {
+            if bmc.media_status().await?.inserted {
+                bmc.eject_media().await?;
+            }
+            finish.ejected = true;
+            return self.step_waiting("the deploy agent's media ejected");
+        }
+        if !finish.boot_set {
+            let mut boot = Self::boot_override(host, BootDevice::Hdd);
+            boot.once = false;
+            bmc.set_boot(boot).await?;
+            finish.boot_set = true;
+            return self.step_waiting("boot device set to the disk");
+        }
+        if !finish.restarted {
+            finish.restarted = true;
+            self.issue(st, &*bmc, PowerAction::ForceRestart).await?;
+            return self.waiting_power("restarted into the written disk".into());
+        }
+        let power = self.observe_power(st, &*bmc).await?;
+        if power != PowerState::On {
+            return self.waiting_power("waiting for the host to come back on".into());
+        }
+        st.in_flight = None;
+        st.deploy = None;
+        st.agent_finish = None;
+        agent.end(&host.key);
+        Ok(Step::Done(()))
+    }
+
+    /// After inspection or cleaning: media out, power off.
+    async fn power_off_after_agent(
+        &self,
+        host: &HostInfo,
+        agent: &AgentService,
+        progress: &Progress,
+    ) -> Result<Step> {
+        let (mut st, bmc) = self.session(host).await?;
+        let st = &mut *st;
+        let finish = match &mut st.agent_finish {
+            Some(f) if f.boot == progress.boot => f,
+            other => other.insert(AgentFinish {
+                boot: progress.boot.clone(),
+                ..AgentFinish::default()
+            }),
+        };
+        if !finish.ejected {
+            if bmc.media_status().await?.inserted {
+                bmc.eject_media().await?;
+            }
+            finish.ejected = true;
+            return self.step_waiting("the deploy agent's media ejected");
+        }
+        let step = self.drive_power(st, &*bmc, PowerAction::ForceOff).await?;
+        if step.is_done() {
+            st.deploy = None;
+            st.agent_finish = None;
+            agent.end(&host.key);
+        }
+        Ok(step)
+    }
+}
