@@ -135,6 +135,9 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         let client = server.client();
         let requests = Arc::new(crate::controllers::BmcRequests::default());
         let mut controller_args = args.controllers.clone();
+        if controller_args.agent_dir.is_none() {
+            controller_args.agent_dir = Some(args.data_dir.join("agent"));
+        }
         if controller_args.ironic_data_dir.is_none() {
             // A supervised Ironic lives beside the store.
             controller_args.ironic_data_dir = Some(args.data_dir.clone());

@@ -7,6 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
+
+use crate::agent_server::AgentServerConfig;
 use clap::ValueEnum;
 use ferrometal_bmc::RequestCounter;
 use ferrometal_controller::ControllerConfig;
@@ -89,6 +91,34 @@ pub struct ControllerArgs {
     /// (DEPLOY_ISO_URL).
     #[arg(long, env = "DEPLOY_ISO_URL")]
     pub deploy_iso_url: Option<String>,
+    /// With `--provisioner redfish`: ferrometal's deploy agent ramdisk (`agent.iso`, or the
+    /// directory `scripts/agent-ramdisk.sh` wrote it to). Turns on disk-image deploys, in-band
+    /// inspection (`inspectionMode: agent`) and metadata cleaning through virtual media.
+    #[arg(long)]
+    pub agent_ramdisk: Option<std::path::PathBuf>,
+    /// Where the agent service keeps its CA, certificate and each boot's media (`serve`:
+    /// DATA_DIR/agent).
+    #[arg(long)]
+    pub agent_dir: Option<std::path::PathBuf>,
+    /// The agent API (HTTPS) listens here.
+    #[arg(long, default_value = "127.0.0.1:6385")]
+    pub agent_listen: SocketAddr,
+    /// The agent API's URL as hosts reach it (a provisioning network address, or 10.0.2.2 for
+    /// QEMU's user-mode network); its host goes into the certificate. Default: https://LISTEN.
+    #[arg(long)]
+    pub agent_url: Option<String>,
+    /// The media server (HTTP, for BMCs' virtual media) listens here.
+    #[arg(long, default_value = "127.0.0.1:6386")]
+    pub agent_media_listen: SocketAddr,
+    /// The media server's URL as BMCs reach it. Default: http://MEDIA-LISTEN.
+    #[arg(long)]
+    pub agent_media_url: Option<String>,
+    /// How long a host booting the agent ramdisk may take to call the agent API.
+    #[arg(long, default_value = "10m", value_parser = crate::duration::parse_duration)]
+    pub agent_boot_timeout: Duration,
+    /// How long the agent may stay silent once it called (an image download included).
+    #[arg(long, default_value = "30m", value_parser = crate::duration::parse_duration)]
+    pub agent_silence_timeout: Duration,
     /// Do not serve Tinkerbell Rufio's Machine/Job/Task (where Rufio itself runs).
     #[arg(long)]
     pub no_rufio: bool,
@@ -147,15 +177,35 @@ impl ControllerArgs {
         requests: Arc<BmcRequests>,
     ) -> anyhow::Result<(Arc<dyn Provisioner>, Option<IronicSupervisor>)> {
         Ok(match self.provisioner {
-            ProvisionerKind::Redfish => (
-                Arc::new(RedfishProvisioner::new(RedfishOptions {
+            ProvisionerKind::Redfish => {
+                let mut redfish = RedfishProvisioner::new(RedfishOptions {
                     request_timeout: Duration::from_secs(self.bmc_timeout.max(1)),
                     max_busy: self.max_busy.unwrap_or(1000),
                     observer: Some(requests),
                     ..RedfishOptions::default()
-                })),
-                None,
-            ),
+                });
+                if let Some(ramdisk) = &self.agent_ramdisk {
+                    let dir = self
+                        .agent_dir
+                        .clone()
+                        .unwrap_or_else(|| "ferrometal-agent".into());
+                    let service = crate::agent_server::start(AgentServerConfig {
+                        ramdisk: ramdisk.clone(),
+                        work_dir: dir.join("work"),
+                        tls_dir: dir,
+                        listen: self.agent_listen,
+                        url: self.agent_url.clone(),
+                        media_listen: self.agent_media_listen,
+                        media_url: self.agent_media_url.clone(),
+                        boot_timeout: self.agent_boot_timeout,
+                        silence_timeout: self.agent_silence_timeout,
+                    })
+                    .await
+                    .context("starting the deploy agent service")?;
+                    redfish = redfish.with_agent(service);
+                }
+                (Arc::new(redfish), None)
+            }
             ProvisionerKind::Fixture => (
                 Arc::new(FixtureProvisioner::new().with_capacity(self.max_busy.unwrap_or(20))),
                 None,

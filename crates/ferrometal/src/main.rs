@@ -1,5 +1,6 @@
 //! The ferrometal binary: CLI wiring only. Each subcommand lives in its own module.
 
+mod agent_server;
 mod cmd_bmc;
 mod cmd_controller;
 mod cmd_crds;

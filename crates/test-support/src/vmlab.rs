@@ -72,6 +72,12 @@ impl Lab {
     /// `n` VMs (1 GiB RAM, 1 CPU, one 2 GiB disk, one NIC), powered off, in namespace `ns`.
     /// A lab that cannot start fails the test.
     pub fn up(n: usize, firmware: Firmware, ns: &str) -> Lab {
+        Lab::up_with_disk(n, firmware, ns, "2G")
+    }
+
+    /// As `up`, with disks of `disk` (`5G`: the deploy agent, like Ironic's, chooses a root
+    /// disk of at least 4 GiB when no hints are given). Disks are sparse qcow2 volumes.
+    pub fn up_with_disk(n: usize, firmware: Firmware, ns: &str, disk: &str) -> Lab {
         let state = TempDir::new();
         let mode = match firmware {
             Firmware::Uefi => "--uefi",
@@ -83,7 +89,7 @@ impl Lab {
             &count,
             mode,
             "--disk",
-            "2G",
+            disk,
             "--ram",
             "1024",
             "--nics",
@@ -260,4 +266,46 @@ pub fn publish(dir: &Path, name: &str, file: &Path) {
     let link = dir.join(name);
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(file, link).unwrap();
+}
+
+/// The deploy agent's ramdisk (`scripts/agent-ramdisk.sh`, cached), with the agent built in
+/// this target directory's debug profile: the directory holding `agent.iso`.
+pub fn agent_ramdisk() -> &'static PathBuf {
+    static RAMDISK: OnceLock<PathBuf> = OnceLock::new();
+    RAMDISK.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+        let built = Command::new(&cargo)
+            .args(["build", "-q", "-p", "ferrometal-agent"])
+            .current_dir(repo_root())
+            .stdin(Stdio::null())
+            .status()
+            .expect("run cargo build -p ferrometal-agent");
+        assert!(built.success(), "cargo build -p ferrometal-agent failed");
+        // Test binaries live in target/debug/deps; the agent in target/debug.
+        let exe = std::env::current_exe().unwrap();
+        let agent = exe
+            .ancestors()
+            .map(|d| d.join("ferrometal-agent"))
+            .find(|p| p.is_file())
+            .expect("the ferrometal-agent binary next to the test binaries");
+        let out = Command::new("bash")
+            .arg(repo_root().join("scripts/agent-ramdisk.sh"))
+            .arg("--agent")
+            .arg(&agent)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/agent-ramdisk.sh");
+        assert!(
+            out.status.success(),
+            "scripts/agent-ramdisk.sh failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        let iso = text
+            .lines()
+            .find_map(|l| l.strip_prefix("iso="))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| panic!("agent-ramdisk.sh printed no iso: {text}"));
+        iso.parent().unwrap().to_path_buf()
+    })
 }

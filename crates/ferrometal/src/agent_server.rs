@@ -1,0 +1,293 @@
+//! The deploy agent's two HTTP faces, for the agent service in the provisioner crate:
+//!
+//! - the agent API (HTTPS, certificate from ferrometal's CA): `GET /v1/instruction`,
+//!   `POST /v1/report`, `GET /v1/config-drive`, each with the boot's bearer token. A request
+//!   with a token that is not (or no longer) a session's gets 401 and a warning in the log
+//!   naming the peer, never the token;
+//! - the media server (HTTP, for BMCs, which rarely trust a private CA): `GET /NAME.iso` with
+//!   byte ranges, for the unguessable names of running sessions only.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path as UrlPath, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use ferrometal_agent::protocol::{MAX_BODY_BYTES, Report};
+use ferrometal_provisioner::agent::{AgentOptions, AgentService, Refused};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio::net::TcpListener;
+
+/// Where the agent service listens and what it tells hosts and BMCs.
+pub struct AgentServerConfig {
+    pub ramdisk: PathBuf,
+    pub work_dir: PathBuf,
+    pub tls_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub url: Option<String>,
+    pub media_listen: SocketAddr,
+    pub media_url: Option<String>,
+    pub boot_timeout: Duration,
+    pub silence_timeout: Duration,
+}
+
+/// The host part of a URL (`https://10.0.2.2:6385/x` -> `10.0.2.2`), for the certificate.
+fn url_host(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    match parsed.host()? {
+        url::Host::Ipv6(ip) => Some(ip.to_string()),
+        host => Some(host.to_string()),
+    }
+}
+
+/// Binds both listeners, starts serving, and returns the service for the provisioner.
+pub async fn start(config: AgentServerConfig) -> anyhow::Result<Arc<AgentService>> {
+    let ramdisk = if config.ramdisk.is_dir() {
+        config.ramdisk.join("agent.iso")
+    } else {
+        config.ramdisk.clone()
+    };
+    anyhow::ensure!(
+        ramdisk.is_file(),
+        "--agent-ramdisk {}: no agent ISO there (build it with scripts/agent-ramdisk.sh)",
+        config.ramdisk.display()
+    );
+    let api_listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("--agent-listen {}", config.listen))?;
+    let media_listener = TcpListener::bind(config.media_listen)
+        .await
+        .with_context(|| format!("--agent-media-listen {}", config.media_listen))?;
+    let api_addr = api_listener.local_addr()?;
+    let media_addr = media_listener.local_addr()?;
+    let api_url = config
+        .url
+        .clone()
+        .unwrap_or_else(|| format!("https://{api_addr}"));
+    let media_url = config
+        .media_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{media_addr}"));
+    let host = url_host(&api_url).with_context(|| format!("--agent-url {api_url}: not a URL"))?;
+    std::fs::create_dir_all(&config.tls_dir)
+        .with_context(|| format!("creating {}", config.tls_dir.display()))?;
+    let tls = ferrometal_apiserver::tls::ensure(&config.tls_dir, &[host])
+        .context("the agent API's certificate")?;
+    let ca_pem = std::fs::read_to_string(&tls.ca).context("reading the CA")?;
+    let tls_config = ferrometal_apiserver::tls::server_config(&tls)?;
+    let service = AgentService::new(AgentOptions {
+        ramdisk_iso: ramdisk,
+        work_dir: config.work_dir.clone(),
+        api_url: api_url.clone(),
+        media_url: media_url.clone(),
+        ca_pem,
+        boot_timeout: config.boot_timeout,
+        silence_timeout: config.silence_timeout,
+    })
+    .with_context(|| format!("preparing {}", config.work_dir.display()))?;
+    tracing::info!(api = %api_url, media = %media_url, "deploy agent service");
+
+    let api = Router::new()
+        .route("/v1/instruction", get(instruction))
+        .route("/v1/report", post(report))
+        .route("/v1/config-drive", get(config_drive))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(service.clone());
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, peer)) = api_listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            let acceptor = acceptor.clone();
+            let app = api.clone().layer(axum::Extension(ConnectInfo(peer)));
+            tokio::spawn(async move {
+                let Ok(Ok(tls)) =
+                    tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await
+                else {
+                    return;
+                };
+                let service = hyper::service::service_fn(move |req| {
+                    tower::ServiceExt::oneshot(app.clone(), req)
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+
+    let media = Router::new()
+        .route("/{name}", get(media_file))
+        .with_state(service.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(media_listener, media).await;
+    });
+    Ok(service)
+}
+
+fn bearer(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default()
+}
+
+fn refused(peer: SocketAddr, path: &str, why: Refused) -> Response {
+    match why {
+        Refused::Token => {
+            tracing::warn!(%peer, path, "agent API: refused a request with an unknown or expired token");
+            (StatusCode::UNAUTHORIZED, "unknown or expired agent token\n").into_response()
+        }
+        Refused::NoConfigDrive => (StatusCode::NOT_FOUND, format!("{why}\n")).into_response(),
+    }
+}
+
+async fn instruction(
+    State(service): State<Arc<AgentService>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    match service.instruction(bearer(&headers)) {
+        Ok(i) => axum::Json(i).into_response(),
+        Err(e) => refused(peer, "/v1/instruction", e),
+    }
+}
+
+async fn report(
+    State(service): State<Arc<AgentService>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let report: Report = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("the report is not understood: {e}\n"),
+            )
+                .into_response();
+        }
+    };
+    match service.report(bearer(&headers), report) {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => refused(peer, "/v1/report", e),
+    }
+}
+
+async fn config_drive(
+    State(service): State<Arc<AgentService>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    match service.config_drive(bearer(&headers)) {
+        Ok(bytes) => bytes.into_response(),
+        Err(e) => refused(peer, "/v1/config-drive", e),
+    }
+}
+
+/// `bytes=A-B`, `bytes=A-` or `bytes=-N` of a file of `len` bytes, as (start, end inclusive).
+fn range(value: &str, len: u64) -> Option<(u64, u64)> {
+    let spec = value.strip_prefix("bytes=")?;
+    if spec.contains(',') || len == 0 {
+        return None;
+    }
+    let (a, b) = spec.split_once('-')?;
+    let (start, end) = match (a.trim(), b.trim()) {
+        ("", n) => (len.saturating_sub(n.parse().ok()?), len - 1),
+        (a, "") => (a.parse().ok()?, len - 1),
+        (a, b) => (a.parse().ok()?, b.parse::<u64>().ok()?.min(len - 1)),
+    };
+    (start <= end && start < len).then_some((start, end))
+}
+
+async fn media_file(
+    State(service): State<Arc<AgentService>>,
+    UrlPath(name): UrlPath<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(path) = service.media_path(&name) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    match send_file(
+        &path,
+        headers.get(header::RANGE).and_then(|v| v.to_str().ok()),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(_) => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+async fn send_file(path: &Path, range_header: Option<&str>) -> std::io::Result<Response> {
+    let mut file = tokio::fs::File::open(path).await?;
+    let len = file.metadata().await?.len();
+    let (status, start, end) = match range_header.map(|h| range(h, len)) {
+        None => (StatusCode::OK, 0, len.saturating_sub(1)),
+        Some(Some((s, e))) => (StatusCode::PARTIAL_CONTENT, s, e),
+        Some(None) => {
+            return Ok((
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                [(header::CONTENT_RANGE, format!("bytes */{len}"))],
+            )
+                .into_response());
+        }
+    };
+    file.seek(std::io::SeekFrom::Start(start)).await?;
+    let count = if len == 0 { 0 } else { end - start + 1 };
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file.take(count)));
+    let mut response = Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/octet-stream")
+        .header(header::CONTENT_LENGTH, count)
+        .header(header::ACCEPT_RANGES, "bytes");
+    if status == StatusCode::PARTIAL_CONTENT {
+        response = response.header(header::CONTENT_RANGE, format!("bytes {start}-{end}/{len}"));
+    }
+    Ok(response.body(body).expect("valid response"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_ranges_are_read_as_http_says() {
+        assert_eq!(range("bytes=0-99", 1000), Some((0, 99)));
+        assert_eq!(range("bytes=900-", 1000), Some((900, 999)));
+        assert_eq!(range("bytes=-100", 1000), Some((900, 999)));
+        assert_eq!(range("bytes=990-2000", 1000), Some((990, 999)));
+        assert_eq!(range("bytes=1000-", 1000), None);
+        assert_eq!(range("bytes=5-1", 1000), None);
+        assert_eq!(range("bytes=0-1,5-6", 1000), None);
+        assert_eq!(range("items=0-1", 1000), None);
+    }
+
+    #[test]
+    fn the_certificate_names_the_advertised_host() {
+        assert_eq!(
+            url_host("https://10.0.2.2:6385").as_deref(),
+            Some("10.0.2.2")
+        );
+        assert_eq!(
+            url_host("https://agent.example:443/x").as_deref(),
+            Some("agent.example")
+        );
+        assert_eq!(
+            url_host("https://[fd00::1]:6385").as_deref(),
+            Some("fd00::1")
+        );
+        assert_eq!(url_host("nonsense"), None);
+    }
+}

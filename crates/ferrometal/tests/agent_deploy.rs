@@ -1,0 +1,215 @@
+//! ferrometal's deploy agent on real (virtual) machines: `serve --agent-ramdisk` with the
+//! default redfish provisioner, lab VMs behind sushy-tools. The VM boots the agent's ramdisk
+//! from virtual media, reports its hardware in-band, cleans, writes the lab's qcow2 disk image
+//! with a config drive, and boots it: the disk image's first-boot line on the VM's console
+//! (host name from the metadata, SHA-256 of the user data) is the proof.
+
+mod serve_common;
+
+use std::time::{Duration, Instant};
+
+use ferrometal_test_support::peers::FileServer;
+use ferrometal_test_support::vmlab::{Firmware, Lab, Vm, agent_ramdisk, guest_images, publish};
+use serde_json::Value;
+use serve_common::{Serve, free_port, serve};
+
+const FIRSTBOOT: &str = "FERROMETAL-FIRSTBOOT";
+/// Software emulation: a boot into the ramdisk or the disk takes 6-15 s here; room for load.
+const BOOT: Duration = Duration::from_secs(300);
+
+fn host(s: &Serve, ns: &str, name: &str) -> Value {
+    serde_json::from_str(&s.ok(&["get", "bmh", "-n", ns, name, "-o", "json"])).unwrap()
+}
+
+fn state(h: &Value) -> String {
+    h["status"]["provisioning"]["state"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn wait_for(s: &Serve, lab: &Lab, vm: &Vm, what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while start.elapsed() < BOOT {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let log = std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(40).collect();
+    panic!(
+        "{what}: not within {BOOT:?}\n--- host ---\n{}\n--- console ---\n{}\n--- serve log (newest first) ---\n{}",
+        host(s, "default", &vm.name),
+        lab.console(vm),
+        tail.join("\n")
+    );
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(data)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// serve with the agent: its API on a free port that the VMs reach at 10.0.2.2 (QEMU's
+/// user-mode network forwards it to the host's loopback), media on another for sushy-tools.
+fn serve_with_agent(dir: &std::path::Path) -> Serve {
+    let ramdisk = agent_ramdisk().to_string_lossy().to_string();
+    let (api, media) = (free_port(), free_port());
+    let listen = format!("127.0.0.1:{api}");
+    let url = format!("https://10.0.2.2:{api}");
+    let media_listen = format!("127.0.0.1:{media}");
+    serve(
+        dir,
+        free_port(),
+        &[
+            "--power-poll-interval",
+            "5",
+            "--error-backoff",
+            "2",
+            "--bmc-timeout",
+            "20",
+            "--agent-ramdisk",
+            &ramdisk,
+            "--agent-listen",
+            &listen,
+            "--agent-url",
+            &url,
+            "--agent-media-listen",
+            &media_listen,
+        ],
+    )
+}
+
+/// In-band inspection, cleaning, a qcow2 image with user data and a config drive, booted from
+/// the disk, on a UEFI VM; then deprovisioning cleans it.
+#[test]
+fn the_agent_inspects_and_deploys_a_qcow2_image_on_a_uefi_vm() {
+    let lab = Lab::up_with_disk(1, Firmware::Uefi, "default", "5G");
+    let vm = lab.vm(0).clone();
+    let files = FileServer::start();
+    let images = guest_images();
+    publish(files.dir.path(), "disk.qcow2", &images.disk_qcow2);
+    let qcow2 = std::fs::read(&images.disk_qcow2).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve_with_agent(dir.path());
+    let manifests = lab.manifests().replace(
+        "  online: false\n",
+        "  online: false\n  inspectionMode: agent\n",
+    );
+    assert!(manifests.contains("inspectionMode: agent"));
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&manifests));
+
+    // In-band inspection: the agent's view of the VM (CPU flags and the disk's serial are
+    // nothing a BMC reports).
+    wait_for(&s, &lab, &vm, "available", || {
+        state(&host(&s, "default", &vm.name)) == "available"
+    });
+    assert!(
+        lab.console(&vm).contains("ferrometal-agent: inspecting"),
+        "{}",
+        lab.console(&vm)
+    );
+    let hw: Value =
+        serde_json::from_str(&s.ok(&["get", "hardwaredata", &vm.name, "-o", "json"])).unwrap();
+    let hw = &hw["spec"]["hardware"];
+    assert_eq!(hw["cpu"]["count"], 1, "{hw}");
+    assert_eq!(hw["cpu"]["arch"], "x86_64", "{hw}");
+    assert!(
+        hw["cpu"]["flags"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|x| x == "sse2")),
+        "{hw}"
+    );
+    assert_eq!(hw["ramMebibytes"], 1024, "{hw}");
+    let disks = hw["storage"].as_array().unwrap();
+    assert_eq!(disks.len(), 1, "{hw}");
+    assert_eq!(disks[0]["name"], "/dev/vda", "{hw}");
+    assert_eq!(disks[0]["sizeBytes"], 5u64 << 30, "{hw}");
+    let macs: Vec<&str> = hw["nics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["mac"].as_str())
+        .collect();
+    assert_eq!(macs, [vm.boot_mac.as_str()], "{hw}");
+    assert_eq!(
+        lab.domain_state(&vm),
+        "shut off",
+        "powered off after inspection"
+    );
+    assert_eq!(lab.virtual_cd(&vm)["Inserted"], false, "media ejected");
+
+    // A qcow2 image with user data: the VM boots the written disk.
+    let user_data = "#!/bin/sh\necho hello from the agent test\n";
+    s.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "agent-user-data",
+        &format!("--from-literal=userData={user_data}"),
+    ]);
+    let url = format!("http://10.0.2.2:{}/disk.qcow2", files.port);
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        &format!(
+            r#"{{"spec":{{"online":true,"userData":{{"name":"agent-user-data"}},"image":{{"url":"{url}","format":"qcow2","checksum":"{}","checksumType":"sha256"}}}}}}"#,
+            sha256_hex(&qcow2)
+        ),
+    ]);
+    let line = lab.wait_console(&vm, FIRSTBOOT, 0, BOOT);
+    assert!(
+        line.contains(&format!("\"hostname\":\"{}\"", vm.name)),
+        "{line}"
+    );
+    assert!(
+        line.contains(&sha256_hex(user_data.as_bytes())),
+        "user data hash: {line}"
+    );
+    assert!(line.contains("\"source\":\"config-2\""), "{line}");
+    wait_for(&s, &lab, &vm, "provisioned", || {
+        state(&host(&s, "default", &vm.name)) == "provisioned"
+    });
+    let console = lab.console(&vm);
+    assert!(console.contains("ferrometal-agent: cleaning"), "{console}");
+    assert!(console.contains("ferrometal-agent: deploying"), "{console}");
+    assert_eq!(lab.virtual_cd(&vm)["Inserted"], false, "media ejected");
+
+    // Deprovisioning cleans the disk: afterwards the VM finds nothing to boot from it.
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/image"}]"#,
+    ]);
+    wait_for(&s, &lab, &vm, "available again", || {
+        state(&host(&s, "default", &vm.name)) == "available"
+    });
+    assert_eq!(
+        lab.console(&vm)
+            .matches("ferrometal-agent: cleaning")
+            .count(),
+        2
+    );
+}
