@@ -66,13 +66,13 @@ fn sha256_hex(data: &[u8]) -> String {
 
 /// serve with the agent: its API on a free port that the VMs reach at 10.0.2.2 (QEMU's
 /// user-mode network forwards it to the host's loopback), media on another for sushy-tools.
-fn serve_with_agent(dir: &std::path::Path) -> Serve {
+fn serve_with_agent(dir: &std::path::Path) -> (Serve, u16) {
     let ramdisk = agent_ramdisk().to_string_lossy().to_string();
     let (api, media) = (free_port(), free_port());
     let listen = format!("127.0.0.1:{api}");
     let url = format!("https://10.0.2.2:{api}");
     let media_listen = format!("127.0.0.1:{media}");
-    serve(
+    let s = serve(
         dir,
         free_port(),
         &[
@@ -91,7 +91,8 @@ fn serve_with_agent(dir: &std::path::Path) -> Serve {
             "--agent-media-listen",
             &media_listen,
         ],
-    )
+    );
+    (s, api)
 }
 
 /// In-band inspection, cleaning, a qcow2 image with user data and a config drive, booted from
@@ -105,7 +106,7 @@ fn the_agent_inspects_and_deploys_a_qcow2_image_on_a_uefi_vm() {
     publish(files.dir.path(), "disk.qcow2", &images.disk_qcow2);
     let qcow2 = std::fs::read(&images.disk_qcow2).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let s = serve_with_agent(dir.path());
+    let (s, _) = serve_with_agent(dir.path());
     let manifests = lab.manifests().replace(
         "  online: false\n",
         "  online: false\n  inspectionMode: agent\n",
@@ -185,6 +186,7 @@ fn the_agent_inspects_and_deploys_a_qcow2_image_on_a_uefi_vm() {
         "user data hash: {line}"
     );
     assert!(line.contains("\"source\":\"config-2\""), "{line}");
+    assert!(line.contains("\"hostname\":\"legacy-node\""), "{line}");
     wait_for(&s, &lab, &vm, "provisioned", || {
         state(&host(&s, "default", &vm.name)) == "provisioned"
     });
@@ -212,4 +214,183 @@ fn the_agent_inspects_and_deploys_a_qcow2_image_on_a_uefi_vm() {
             .count(),
         2
     );
+}
+
+fn error_message(s: &Serve, name: &str) -> String {
+    host(s, "default", name)["status"]["errorMessage"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn set_image(s: &Serve, name: &str, image: &str) {
+    s.ok(&[
+        "patch",
+        "bmh",
+        name,
+        "--type",
+        "merge",
+        "-p",
+        &format!(r#"{{"spec":{{"online":true,"image":{image}}}}}"#),
+    ]);
+}
+
+/// What goes wrong is said plainly, and nothing half-written boots: a missing image, a wrong
+/// checksum, an image larger than the disk and hints no disk matches each end in a
+/// provisioning error naming the cause; then a raw image deploys and boots, on a legacy-BIOS
+/// VM. An agent API request with a forged token is refused and logged without the token.
+#[test]
+fn deploy_failures_name_their_cause_and_a_raw_image_then_boots_on_a_legacy_vm() {
+    let lab = Lab::up_with_disk(1, Firmware::Legacy, "default", "5G");
+    let vm = lab.vm(0).clone();
+    let files = FileServer::start();
+    let images = guest_images();
+    publish(files.dir.path(), "disk.raw", &images.disk_raw);
+    let raw = std::fs::read(&images.disk_raw).unwrap();
+    let big = files.dir.path().join("big.qcow2");
+    let made = std::process::Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2"])
+        .arg(&big)
+        .arg("6G")
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let big_sum = sha256_hex(&std::fs::read(&big).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let (s, api) = serve_with_agent(dir.path());
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
+    wait_for(&s, &lab, &vm, "available", || {
+        state(&host(&s, "default", &vm.name)) == "available"
+    });
+    let base = format!("http://10.0.2.2:{}", files.port);
+    let good = sha256_hex(&raw);
+
+    // A missing image: the URL and the HTTP status.
+    let missing = format!("{base}/missing.raw");
+    set_image(
+        &s,
+        &vm.name,
+        &format!(r#"{{"url":"{missing}","format":"raw","checksum":"{good}"}}"#),
+    );
+    wait_for(&s, &lab, &vm, "a 404 error", || {
+        error_message(&s, &vm.name).contains(&format!("{missing}: HTTP 404"))
+    });
+
+    // A wrong checksum: expected and actual; the disk keeps no partition table.
+    let wrong = "0".repeat(64);
+    set_image(
+        &s,
+        &vm.name,
+        &format!(r#"{{"url":"{base}/disk.raw","format":"raw","checksum":"{wrong}"}}"#),
+    );
+    wait_for(&s, &lab, &vm, "a checksum error", || {
+        let m = error_message(&s, &vm.name);
+        m.contains(&format!("sha256 checksum {good}, not the expected {wrong}"))
+    });
+    assert!(
+        !lab.console(&vm).contains(FIRSTBOOT),
+        "{}",
+        lab.console(&vm)
+    );
+
+    // An image larger than the disk: refused before a byte is written.
+    set_image(
+        &s,
+        &vm.name,
+        &format!(r#"{{"url":"{base}/big.qcow2","format":"qcow2","checksum":"{big_sum}"}}"#),
+    );
+    wait_for(&s, &lab, &vm, "a too-large error", || {
+        error_message(&s, &vm.name).contains("more than the 5368709120 bytes of /dev/vda")
+    });
+
+    // Hints no disk matches: the hints and every disk seen.
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"rootDeviceHints":{"minSizeGigabytes":100}}}"#,
+    ]);
+    set_image(
+        &s,
+        &vm.name,
+        &format!(r#"{{"url":"{base}/disk.raw","format":"raw","checksum":"{good}"}}"#),
+    );
+    wait_for(&s, &lab, &vm, "a hints error", || {
+        let m = error_message(&s, &vm.name);
+        m.contains("minSizeGigabytes=100") && m.contains("/dev/vda 5.0 GiB")
+    });
+    assert!(
+        !lab.console(&vm).contains(FIRSTBOOT),
+        "{}",
+        lab.console(&vm)
+    );
+
+    // The hints fixed and the image named anew (a failed image is retried only so often): the
+    // raw image is written and boots from the disk (legacy BIOS).
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"rootDeviceHints":{"minSizeGigabytes":null,"deviceName":"/dev/vda"}}}"#,
+    ]);
+    publish(files.dir.path(), "fixed.raw", &images.disk_raw);
+    // metaData as YAML, which metal3 allows: its keys win over the ones ferrometal adds.
+    s.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "legacy-meta",
+        "--from-literal=metaData=local-hostname: legacy-node\nrole: worker\n",
+    ]);
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"metaData":{"name":"legacy-meta"}}}"#,
+    ]);
+    set_image(
+        &s,
+        &vm.name,
+        &format!(r#"{{"url":"{base}/fixed.raw","format":"raw","checksum":"{good}"}}"#),
+    );
+    wait_for(&s, &lab, &vm, "the first boot from the disk", || {
+        lab.console(&vm).contains(FIRSTBOOT)
+    });
+    let line = lab.wait_console(&vm, FIRSTBOOT, 0, BOOT);
+    assert!(line.contains("\"boot\":\"bios\""), "{line}");
+    assert!(line.contains("\"source\":\"config-2\""), "{line}");
+    wait_for(&s, &lab, &vm, "provisioned", || {
+        state(&host(&s, "default", &vm.name)) == "provisioned"
+    });
+    assert_eq!(error_message(&s, &vm.name), "");
+
+    // A forged token: 401, nothing changes, and the refusal is in the log without the token.
+    let before = host(&s, "default", &vm.name)["status"].clone();
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+        .arg(s.dir.join("agent/ca.crt"))
+        .args([
+            "-H",
+            "Authorization: Bearer forged-token-1234",
+            &format!("https://127.0.0.1:{api}/v1/instruction"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "401");
+    let log = std::fs::read_to_string(s.dir.join("serve.log")).unwrap();
+    assert!(
+        log.contains("refused a request with an unknown or expired token"),
+        "{log}"
+    );
+    assert!(!log.contains("forged-token-1234"));
+    assert_eq!(host(&s, "default", &vm.name)["status"], before);
 }
