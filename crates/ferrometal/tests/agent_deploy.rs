@@ -29,6 +29,11 @@ fn state(h: &Value) -> String {
 }
 
 fn wait_for(s: &Serve, lab: &Lab, vm: &Vm, what: &str, mut check: impl FnMut() -> bool) {
+    let ns = if lab.manifests().contains("namespace: infra") {
+        "infra"
+    } else {
+        "default"
+    };
     let start = Instant::now();
     while start.elapsed() < BOOT {
         if check() {
@@ -40,7 +45,7 @@ fn wait_for(s: &Serve, lab: &Lab, vm: &Vm, what: &str, mut check: impl FnMut() -
     let tail: Vec<&str> = log.lines().rev().take(40).collect();
     panic!(
         "{what}: not within {BOOT:?}\n--- host ---\n{}\n--- console ---\n{}\n--- serve log (newest first) ---\n{}",
-        host(s, "default", &vm.name),
+        host(s, ns, &vm.name),
         lab.console(vm),
         tail.join("\n")
     );
@@ -95,11 +100,12 @@ fn serve_with_agent(dir: &std::path::Path) -> (Serve, u16) {
     (s, api)
 }
 
-/// In-band inspection, cleaning, a qcow2 image with user data and a config drive, booted from
-/// the disk, on a UEFI VM; then deprovisioning cleans it.
+/// In-band inspection, then a tenant's HostClaim with a qcow2 image and cloud-init user data:
+/// cleaning, the image and a config drive written, the disk booted; releasing the claim cleans
+/// the disk again. On a UEFI VM.
 #[test]
-fn the_agent_inspects_and_deploys_a_qcow2_image_on_a_uefi_vm() {
-    let lab = Lab::up_with_disk(1, Firmware::Uefi, "default", "5G");
+fn a_tenant_claim_deploys_a_qcow2_image_through_the_agent_on_a_uefi_vm() {
+    let lab = Lab::up_with_disk(1, Firmware::Uefi, "infra", "5G");
     let vm = lab.vm(0).clone();
     let files = FileServer::start();
     let images = guest_images();
@@ -107,25 +113,35 @@ fn the_agent_inspects_and_deploys_a_qcow2_image_on_a_uefi_vm() {
     let qcow2 = std::fs::read(&images.disk_qcow2).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (s, _) = serve_with_agent(dir.path());
+    s.ok(&["create", "namespace", "infra"]);
+    s.ok(&["create", "namespace", "tenant-a"]);
     let manifests = lab.manifests().replace(
         "  online: false\n",
         "  online: false\n  inspectionMode: agent\n",
     );
     assert!(manifests.contains("inspectionMode: agent"));
     s.kubectl_stdin(&["apply", "-f", "-"], Some(&manifests));
+    s.ok(&["label", "bmh", "-n", "infra", &vm.name, "pool=lab"]);
 
-    // In-band inspection: the agent's view of the VM (CPU flags and the disk's serial are
-    // nothing a BMC reports).
+    // In-band inspection: the agent's view of the VM (CPU flags are nothing a BMC reports).
     wait_for(&s, &lab, &vm, "available", || {
-        state(&host(&s, "default", &vm.name)) == "available"
+        state(&host(&s, "infra", &vm.name)) == "available"
     });
     assert!(
         lab.console(&vm).contains("ferrometal-agent: inspecting"),
         "{}",
         lab.console(&vm)
     );
-    let hw: Value =
-        serde_json::from_str(&s.ok(&["get", "hardwaredata", &vm.name, "-o", "json"])).unwrap();
+    let hw: Value = serde_json::from_str(&s.ok(&[
+        "get",
+        "hardwaredata",
+        "-n",
+        "infra",
+        &vm.name,
+        "-o",
+        "json",
+    ]))
+    .unwrap();
     let hw = &hw["spec"]["hardware"];
     assert_eq!(hw["cpu"]["count"], 1, "{hw}");
     assert_eq!(hw["cpu"]["arch"], "x86_64", "{hw}");
@@ -154,28 +170,43 @@ fn the_agent_inspects_and_deploys_a_qcow2_image_on_a_uefi_vm() {
     );
     assert_eq!(lab.virtual_cd(&vm)["Inserted"], false, "media ejected");
 
-    // A qcow2 image with user data: the VM boots the written disk.
-    let user_data = "#!/bin/sh\necho hello from the agent test\n";
+    // The tenant claims the host with a qcow2 image and cloud-init user data.
+    let policy = "apiVersion: metal3.io/v1alpha1\nkind: HostDeployPolicy\nmetadata: {name: lend, namespace: infra}\nspec: {hostClaimNamespaces: {names: [tenant-a]}}\n";
+    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(policy));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     s.ok(&[
         "create",
-        "secret",
-        "generic",
-        "agent-user-data",
-        &format!("--from-literal=userData={user_data}"),
+        "rolebinding",
+        "alice-tenant",
+        "-n",
+        "tenant-a",
+        "--clusterrole=ferrometal-tenant",
+        "--user=alice",
     ]);
+    let alice = s.user_kubeconfig("alice", &[], "tenant-a");
+    let user_data = "#!/bin/sh\necho hello from the agent test\n";
+    let o = s.kubectl_with(
+        &alice,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "web-user-data",
+            &format!("--from-literal=userData={user_data}"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let url = format!("http://10.0.2.2:{}/disk.qcow2", files.port);
-    s.ok(&[
-        "patch",
-        "bmh",
-        &vm.name,
-        "--type",
-        "merge",
-        "-p",
-        &format!(
-            r#"{{"spec":{{"online":true,"userData":{{"name":"agent-user-data"}},"image":{{"url":"{url}","format":"qcow2","checksum":"{}","checksumType":"sha256"}}}}}}"#,
-            sha256_hex(&qcow2)
-        ),
-    ]);
+    let claim = format!(
+        "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: web}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: lab}}}}\n  userData: {{name: web-user-data}}\n  image: {{url: \"{url}\", format: qcow2, checksum: \"{}\", checksumType: sha256}}\n",
+        sha256_hex(&qcow2)
+    );
+    let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&claim));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_for(&s, &lab, &vm, "the first boot from the disk", || {
+        lab.console(&vm).contains(FIRSTBOOT)
+    });
     let line = lab.wait_console(&vm, FIRSTBOOT, 0, BOOT);
     assert!(
         line.contains(&format!("\"hostname\":\"{}\"", vm.name)),
@@ -186,27 +217,57 @@ fn the_agent_inspects_and_deploys_a_qcow2_image_on_a_uefi_vm() {
         "user data hash: {line}"
     );
     assert!(line.contains("\"source\":\"config-2\""), "{line}");
-    assert!(line.contains("\"hostname\":\"legacy-node\""), "{line}");
+    assert!(line.contains("\"boot\":\"uefi\""), "{line}");
     wait_for(&s, &lab, &vm, "provisioned", || {
-        state(&host(&s, "default", &vm.name)) == "provisioned"
+        state(&host(&s, "infra", &vm.name)) == "provisioned"
     });
     let console = lab.console(&vm);
     assert!(console.contains("ferrometal-agent: cleaning"), "{console}");
     assert!(console.contains("ferrometal-agent: deploying"), "{console}");
     assert_eq!(lab.virtual_cd(&vm)["Inserted"], false, "media ejected");
+    wait_for(&s, &lab, &vm, "the claim ready", || {
+        let c: Value = serde_json::from_slice(
+            &s.kubectl_with(&alice, &["get", "hostclaim", "web", "-o", "json"], None)
+                .stdout,
+        )
+        .unwrap_or_default();
+        c["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    });
+    // What the tenant reads names neither the BMC, its credentials, nor the agent's media.
+    let seen = String::from_utf8_lossy(
+        &s.kubectl_with(
+            &alice,
+            &["get", "hostclaim,hardwaredata,events", "-o", "yaml"],
+            None,
+        )
+        .stdout,
+    )
+    .to_string();
+    let bmc = format!("127.0.0.1:{}", lab.summary.sushy.port);
+    for secret in [
+        bmc.as_str(),
+        "redfish",
+        &lab.password(),
+        "-bmc",
+        ".iso",
+        "Bearer",
+    ] {
+        assert!(!seen.contains(secret), "{secret} in {seen}");
+    }
 
-    // Deprovisioning cleans the disk: afterwards the VM finds nothing to boot from it.
-    s.ok(&[
-        "patch",
-        "bmh",
-        &vm.name,
-        "--type",
-        "json",
-        "-p",
-        r#"[{"op":"remove","path":"/spec/image"}]"#,
-    ]);
+    // Releasing the claim deprovisions: the agent cleans the disk, the host is available.
+    let o = s.kubectl_with(
+        &alice,
+        &["delete", "hostclaim", "web", "--timeout=300s"],
+        None,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     wait_for(&s, &lab, &vm, "available again", || {
-        state(&host(&s, "default", &vm.name)) == "available"
+        state(&host(&s, "infra", &vm.name)) == "available"
     });
     assert_eq!(
         lab.console(&vm)
