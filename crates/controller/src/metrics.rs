@@ -25,6 +25,19 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    pub phase: String,
+    pub provisioner: String,
+}
+
+pub type PhaseHistograms = Family<PhaseLabels, Histogram, fn() -> Histogram>;
+
+fn phase_histogram() -> Histogram {
+    // 0.1 s to ~27 min.
+    Histogram::new(exponential_buckets(0.1, 2.0, 15))
+}
+
 pub struct Metrics {
     pub reconciles: Counter,
     pub reconcile_errors: Family<CategoryLabels, Counter>,
@@ -45,6 +58,8 @@ pub struct Metrics {
     pub bmc_circuits_opened: Counter,
     /// BMCs whose breaker is open now.
     pub bmc_circuits_open: Gauge,
+    /// Seconds per phase of agent work (boot media, ramdisk boot, cleaning, download+write...).
+    pub provision_phase_seconds: PhaseHistograms,
     registry: Registry,
 }
 
@@ -123,7 +138,15 @@ impl Metrics {
             "BMCs whose breaker is open now",
             bmc_circuits_open.clone(),
         );
+        let provision_phase_seconds: PhaseHistograms =
+            Family::new_with_constructor(phase_histogram);
+        registry.register(
+            "provision_phase_seconds",
+            "Time per phase of an inspection, provisioning or cleaning by the deploy agent",
+            provision_phase_seconds.clone(),
+        );
         Metrics {
+            provision_phase_seconds,
             bmc_calls_in_flight,
             bmc_calls_refused,
             bmc_circuits_opened,

@@ -71,9 +71,10 @@ fn sha256_hex(data: &[u8]) -> String {
 
 /// serve with the agent: its API on a free port that the VMs reach at 10.0.2.2 (QEMU's
 /// user-mode network forwards it to the host's loopback), media on another for sushy-tools.
-fn serve_with_agent(dir: &std::path::Path) -> (Serve, u16) {
+fn serve_with_agent(dir: &std::path::Path) -> (Serve, u16, u16) {
     let ramdisk = agent_ramdisk().to_string_lossy().to_string();
-    let (api, media) = (free_port(), free_port());
+    let (api, media, metrics) = (free_port(), free_port(), free_port());
+    let metrics_listen = format!("127.0.0.1:{metrics}");
     let listen = format!("127.0.0.1:{api}");
     let url = format!("https://10.0.2.2:{api}");
     let media_listen = format!("127.0.0.1:{media}");
@@ -95,9 +96,11 @@ fn serve_with_agent(dir: &std::path::Path) -> (Serve, u16) {
             &url,
             "--agent-media-listen",
             &media_listen,
+            "--metrics-listen",
+            &metrics_listen,
         ],
     );
-    (s, api)
+    (s, api, metrics)
 }
 
 /// In-band inspection, then a tenant's HostClaim with a qcow2 image and cloud-init user data:
@@ -112,7 +115,7 @@ fn a_tenant_claim_deploys_a_qcow2_image_through_the_agent_on_a_uefi_vm() {
     publish(files.dir.path(), "disk.qcow2", &images.disk_qcow2);
     let qcow2 = std::fs::read(&images.disk_qcow2).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (s, _) = serve_with_agent(dir.path());
+    let (s, _, metrics) = serve_with_agent(dir.path());
     s.ok(&["create", "namespace", "infra"]);
     s.ok(&["create", "namespace", "tenant-a"]);
     let manifests = lab.manifests().replace(
@@ -225,6 +228,35 @@ fn a_tenant_claim_deploys_a_qcow2_image_through_the_agent_on_a_uefi_vm() {
     assert!(console.contains("ferrometal-agent: cleaning"), "{console}");
     assert!(console.contains("ferrometal-agent: deploying"), "{console}");
     assert_eq!(lab.virtual_cd(&vm)["Inserted"], false, "media ejected");
+
+    // Where the time went: an Event per phase, an annotation `kubectl describe` shows, and the
+    // phase histogram on /metrics.
+    let described = s.ok(&["describe", "bmh", "-n", "infra", &vm.name]);
+    for phase in [
+        "provision-phases",
+        "inspect-phases",
+        "bootMedia",
+        "ramdiskBoot",
+        "cleaning",
+        "download+write",
+        "MB/s",
+        "configDrive",
+        "rebootToPowerOn",
+        "PhaseTiming",
+    ] {
+        assert!(described.contains(phase), "{phase} in {described}");
+    }
+    let text = std::process::Command::new("curl")
+        .args(["-s", &format!("http://127.0.0.1:{metrics}/metrics")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(
+            r#"ferrometal_provision_phase_seconds_count{phase="download+write",provisioner="redfish"} 1"#
+        ),
+        "{text}"
+    );
     wait_for(&s, &lab, &vm, "the claim ready", || {
         let c: Value = serde_json::from_slice(
             &s.kubectl_with(&alice, &["get", "hostclaim", "web", "-o", "json"], None)
@@ -318,7 +350,7 @@ fn deploy_failures_name_their_cause_and_a_raw_image_then_boots_on_a_legacy_vm() 
     assert!(made.success());
     let big_sum = sha256_hex(&std::fs::read(&big).unwrap());
     let dir = tempfile::tempdir().unwrap();
-    let (s, api) = serve_with_agent(dir.path());
+    let (s, api, _) = serve_with_agent(dir.path());
     s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
     wait_for(&s, &lab, &vm, "available", || {
         state(&host(&s, "default", &vm.name)) == "available"

@@ -58,6 +58,17 @@ pub struct Deployment {
     pub meta_data: Option<String>,
 }
 
+/// How long one phase of an inspection, provisioning or cleaning took (the deploy agent's
+/// phases: boot media built, ramdisk boot to first call, inspection, cleaning, download+write,
+/// config drive, reboot to power on).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseTiming {
+    pub phase: String,
+    pub seconds: f64,
+    /// More about it, e.g. the write rate of `download+write`.
+    pub note: Option<String>,
+}
+
 /// The outcome of one call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step<T = ()> {
@@ -303,6 +314,13 @@ pub trait Provisioner: Send + Sync + 'static {
                 host.key
             ),
         ))
+    }
+
+    /// The phases of the inspection, provisioning or deprovisioning that just finished for this
+    /// host, once (taken away as they are read); empty for backends that do not time them.
+    fn take_phase_timings(&self, host_key: &str) -> Vec<PhaseTiming> {
+        let _ = host_key;
+        Vec::new()
     }
 
     /// Forget the host WITHOUT deprovisioning and without any power change.

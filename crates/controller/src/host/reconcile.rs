@@ -24,6 +24,7 @@ use super::context::HostContext;
 use super::decide::{Call, Decision, FinalizerChange, MemoChange, Outcome};
 use crate::detached::Found;
 use crate::error::Error;
+use crate::events::HostEvent;
 use crate::host_info::{host_info, host_key};
 use crate::merge_patch::merge_diff;
 use crate::metrics::metrics;
@@ -319,7 +320,70 @@ async fn execute(
             }
         }
     };
-    ctx.bmc(&info, run).await.unwrap_or_else(Outcome::Failed)
+    let outcome = ctx.bmc(&info, run).await.unwrap_or_else(Outcome::Failed);
+    let work = match call {
+        Call::Inspect { .. } => Some("inspect"),
+        Call::Provision => Some("provision"),
+        Call::Deprovision => Some("deprovision"),
+        _ => None,
+    };
+    if let Some(work) = work {
+        let phases = p.take_phase_timings(&info.key);
+        if !phases.is_empty() {
+            record_phases(ctx, host, work, &phases).await;
+        }
+    }
+    outcome
+}
+
+/// A finished piece of agent work: an Event per phase, the phase histogram, and the phases in
+/// one annotation (`ferrometal.io/<work>-phases`) that `kubectl describe` shows after the
+/// Events are gone.
+async fn record_phases(
+    ctx: &HostContext,
+    host: &BareMetalHost,
+    work: &str,
+    phases: &[ferrometal_provisioner::PhaseTiming],
+) {
+    let provisioner = ctx.provisioner.name().to_string();
+    let mut events = Vec::new();
+    let mut summary = Vec::new();
+    for p in phases {
+        metrics()
+            .provision_phase_seconds
+            .get_or_create(&crate::metrics::PhaseLabels {
+                phase: p.phase.clone(),
+                provisioner: provisioner.clone(),
+            })
+            .observe(p.seconds);
+        let note = p
+            .note
+            .as_ref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default();
+        let text = format!("{} {:.1}s{note}", p.phase, p.seconds);
+        events.push(HostEvent {
+            warning: false,
+            reason: "PhaseTiming".to_string(),
+            note: format!("{work}: {text}"),
+        });
+        summary.push(text);
+    }
+    ctx.events.publish(host, &events).await;
+    let api: Api<BareMetalHost> = Api::namespaced(ctx.client.clone(), host.namespace_or_default());
+    let patch = json!({"metadata": {"annotations": {
+        format!("ferrometal.io/{work}-phases"): summary.join(", ")
+    }}});
+    if let Err(e) = api
+        .patch(
+            &host.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+    {
+        tracing::warn!(host = %host.name_any(), error = %e, "recording the phase timings failed");
+    }
 }
 
 fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<Option<T>, kube::Error> {

@@ -184,6 +184,7 @@ impl AgentService {
             match state.entries.get_mut(&key) {
                 Some(entry) if entry.session.boot == boot => match built {
                     Ok(drive) => {
+                        entry.session.set_media_ready(Instant::now());
                         entry.config_drive = drive;
                         entry.media = Media::Ready(format!(
                             "{}/{media_name}",

@@ -52,6 +52,8 @@ pub struct Session {
     steps: Vec<Instruction>,
     next: usize,
     pub started: Instant,
+    /// When the boot media were ready: the host's boot is timed from here.
+    pub media_ready: Option<Instant>,
     /// The agent's first call (the ramdisk booted and reached the API).
     pub hello: Option<Instant>,
     pub last_contact: Option<Instant>,
@@ -72,6 +74,7 @@ impl Session {
             steps,
             next: 0,
             started: now,
+            media_ready: None,
             hello: None,
             last_contact: None,
             ending: None,
@@ -94,12 +97,24 @@ impl Session {
         }
     }
 
+    /// The boot ISO is written: its time is a phase, and the boot is timed from now.
+    pub fn set_media_ready(&mut self, now: Instant) {
+        if self.media_ready.is_none() {
+            self.media_ready = Some(now);
+            self.timings.push((
+                "bootMedia".to_string(),
+                now.duration_since(self.started).as_secs_f64(),
+            ));
+        }
+    }
+
     fn contact(&mut self, now: Instant) {
         if self.hello.is_none() {
             self.hello = Some(now);
+            let from = self.media_ready.unwrap_or(self.started);
             self.timings.push((
                 "ramdiskBoot".to_string(),
-                now.duration_since(self.started).as_secs_f64(),
+                now.duration_since(from).as_secs_f64(),
             ));
         }
         self.last_contact = Some(now);

@@ -16,7 +16,7 @@ use super::RedfishProvisioner;
 use super::host_state::AgentFinish;
 use super::provisioner::unsupported;
 use crate::agent::{AgentService, ConfigDriveData, Ending, Media, Progress, Purpose};
-use crate::{Deployment, ErrorKind, HostInfo, ProvisionerError, Result, Step};
+use crate::{Deployment, ErrorKind, HostInfo, PhaseTiming, ProvisionerError, Result, Step};
 
 /// What the agent needs for this deployment, or why it cannot be done.
 pub fn deploy_spec(host: &HostInfo, deployment: &Deployment) -> Result<DeploySpec> {
@@ -278,13 +278,17 @@ impl RedfishProvisioner {
         }
         if !finish.restarted {
             finish.restarted = true;
+            finish.restarted_at = Some(std::time::Instant::now());
             self.issue(st, &*bmc, PowerAction::ForceRestart).await?;
             return self.waiting_power("restarted into the written disk".into());
         }
+        let restarted_at = finish.restarted_at;
         let power = self.observe_power(st, &*bmc).await?;
         if power != PowerState::On {
             return self.waiting_power("waiting for the host to come back on".into());
         }
+        let reboot = restarted_at.map(|t| t.elapsed().as_secs_f64());
+        self.record_phases(&host.key, progress, reboot);
         st.in_flight = None;
         st.deploy = None;
         st.agent_finish = None;
@@ -317,10 +321,37 @@ impl RedfishProvisioner {
         }
         let step = self.drive_power(st, &*bmc, PowerAction::ForceOff).await?;
         if step.is_done() {
+            self.record_phases(&host.key, progress, None);
             st.deploy = None;
             st.agent_finish = None;
             agent.end(&host.key);
         }
         Ok(step)
+    }
+
+    /// Keeps a finished boot's phases for `take_phase_timings`.
+    fn record_phases(&self, key: &str, progress: &Progress, reboot: Option<f64>) {
+        let mut phases: Vec<PhaseTiming> = progress
+            .timings
+            .iter()
+            .map(|(phase, seconds)| PhaseTiming {
+                phase: phase.clone(),
+                seconds: *seconds,
+                note: (phase == "download+write")
+                    .then(|| progress.write_mb_per_s.map(|r| format!("{r:.1} MB/s")))
+                    .flatten(),
+            })
+            .collect();
+        if let Some(seconds) = reboot {
+            phases.push(PhaseTiming {
+                phase: "rebootToPowerOn".to_string(),
+                seconds,
+                note: None,
+            });
+        }
+        self.phases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string(), phases);
     }
 }

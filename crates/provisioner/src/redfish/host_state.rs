@@ -68,6 +68,8 @@ pub(super) struct AgentFinish {
     pub(super) ejected: bool,
     pub(super) boot_set: bool,
     pub(super) restarted: bool,
+    /// When the restart into the disk was issued.
+    pub(super) restarted_at: Option<Instant>,
 }
 
 #[derive(Default)]

@@ -132,6 +132,14 @@ impl Provisioner for RedfishProvisioner {
         self.boot_media(host, url).await
     }
 
+    fn take_phase_timings(&self, host_key: &str) -> Vec<crate::PhaseTiming> {
+        self.phases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(host_key)
+            .unwrap_or_default()
+    }
+
     async fn deprovision(&self, host: &HostInfo) -> Result<Step> {
         if self.cleans_with_agent(host) {
             return self.deprovision_with_agent(host).await;

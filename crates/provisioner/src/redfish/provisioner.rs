@@ -19,6 +19,8 @@ pub struct RedfishProvisioner {
     /// The deploy agent's server side: disk images, in-band inspection and cleaning through
     /// the agent ramdisk. Without it, only live ISOs are booted.
     pub(super) agent: Option<Arc<AgentService>>,
+    /// Phases of agent work finished and not yet taken by the controller, by host key.
+    pub(super) phases: Mutex<HashMap<String, Vec<crate::PhaseTiming>>>,
 }
 
 impl RedfishProvisioner {
@@ -27,6 +29,7 @@ impl RedfishProvisioner {
             options,
             hosts: Mutex::new(HashMap::new()),
             agent: None,
+            phases: Mutex::new(HashMap::new()),
         }
     }
 
