@@ -85,6 +85,7 @@ pub async fn start(config: AgentServerConfig) -> anyhow::Result<Arc<AgentService
     let service = AgentService::new(AgentOptions {
         ramdisk_iso: ramdisk,
         work_dir: config.work_dir.clone(),
+        state_dir: config.tls_dir.join("sessions"),
         api_url: api_url.clone(),
         media_url: media_url.clone(),
         ca_pem,

@@ -30,6 +30,10 @@ pub struct AgentOptions {
     pub ramdisk_iso: PathBuf,
     /// Per-boot ISOs and scratch space (emptied at start).
     pub work_dir: PathBuf,
+    /// Deploys the agent finished, kept across restarts until the backend ends them, so a
+    /// process killed between the agent's report and the host's boot into the disk does not
+    /// write the image again.
+    pub state_dir: PathBuf,
     /// The agent API's base URL as hosts reach it (HTTPS), e.g. `https://10.0.2.2:6385`.
     pub api_url: String,
     /// The media server's base URL as BMCs reach it (HTTP), e.g. `http://127.0.0.1:6386`.
@@ -119,6 +123,7 @@ impl AgentService {
     pub fn new(options: AgentOptions) -> std::io::Result<Arc<AgentService>> {
         let _ = std::fs::remove_dir_all(&options.work_dir);
         std::fs::create_dir_all(options.work_dir.join("media"))?;
+        std::fs::create_dir_all(&options.state_dir)?;
         Ok(Arc::new(AgentService {
             options,
             state: Mutex::new(State::default()),
@@ -148,7 +153,24 @@ impl AgentService {
             if entry.fingerprint == fingerprint {
                 return self.view(entry);
             }
-            Self::remove(&mut state, key);
+            self.remove(&mut state, key);
+        }
+        if let Some(boot) = self.finished_deploy(key, fingerprint) {
+            // Written before a restart: the image is on the disk, only the boot into it is left.
+            let mut session = Session::new(boot, purpose, Instant::now());
+            session.ending = Some(Ending::Succeeded);
+            let entry = Entry {
+                session,
+                fingerprint: fingerprint.to_string(),
+                token: random_hex(32),
+                media_name: String::new(),
+                media: Media::Ready(String::new()),
+                config_drive: None,
+            };
+            let view = self.view(&entry);
+            state.tokens.insert(entry.token.clone(), key.to_string());
+            state.entries.insert(key.to_string(), entry);
+            return view;
         }
         let boot = random_hex(6);
         let token = random_hex(32);
@@ -273,10 +295,11 @@ impl AgentService {
 
     /// Ends the session of `key`: its token and media stop working, its files go.
     pub fn end(&self, key: &str) {
-        Self::remove(&mut self.lock(), key);
+        self.remove(&mut self.lock(), key);
     }
 
-    fn remove(state: &mut State, key: &str) {
+    fn remove(&self, state: &mut State, key: &str) {
+        let _ = std::fs::remove_file(self.record_path(key));
         if let Some(entry) = state.entries.remove(key) {
             state.tokens.remove(&entry.token);
             if let Some(path) = state.files.remove(&entry.media_name) {
@@ -306,10 +329,48 @@ impl AgentService {
     }
 
     pub fn report(&self, token: &str, report: Report) -> Result<(), Refused> {
-        self.with_session(token, |e| {
+        let finished = self.with_session(token, |e| {
+            let before = e.session.ending.is_some();
             e.session.report(report, Instant::now());
-            Ok(())
-        })
+            let deployed = !before
+                && e.session.ending == Some(Ending::Succeeded)
+                && matches!(e.session.purpose, Purpose::Deploy { .. });
+            Ok(deployed.then(|| (e.fingerprint.clone(), e.session.boot.clone())))
+        })?;
+        if let Some((fingerprint, boot)) = finished {
+            let key = self.lock().tokens.get(token).cloned().unwrap_or_default();
+            let record = serde_json::json!({"key": key, "fingerprint": fingerprint, "boot": boot});
+            if let Err(e) = std::fs::write(self.record_path(&key), record.to_string()) {
+                tracing::warn!(error = %e, "recording a finished deploy failed");
+            }
+        }
+        Ok(())
+    }
+
+    /// Where a finished deploy of `key` is recorded. Keys are `namespace~name`, which the API
+    /// server keeps to lower-case letters, digits, `-` and `.`; anything else is replaced.
+    fn record_path(&self, key: &str) -> PathBuf {
+        let safe: String = key
+            .chars()
+            .map(|c| match c {
+                'a'..='z' | '0'..='9' | '-' | '.' | '~' => c,
+                _ => '_',
+            })
+            .collect();
+        self.options.state_dir.join(format!("deployed-{safe}.json"))
+    }
+
+    /// The boot of a deploy with this fingerprint the agent finished before a restart.
+    fn finished_deploy(&self, key: &str, fingerprint: &str) -> Option<String> {
+        let path = self.record_path(key);
+        let text = std::fs::read_to_string(&path).ok()?;
+        let record: serde_json::Value = serde_json::from_str(&text).ok()?;
+        if record["key"] == key && record["fingerprint"] == fingerprint {
+            record["boot"].as_str().map(String::from)
+        } else {
+            let _ = std::fs::remove_file(path);
+            None
+        }
     }
 
     pub fn config_drive(&self, token: &str) -> Result<Vec<u8>, Refused> {
@@ -329,4 +390,97 @@ async fn extract_tree(iso: &Path, work: &Path) -> Result<PathBuf, String> {
     let _ = tokio::fs::remove_dir_all(&tree).await;
     media::extract(iso, &tree).await?;
     Ok(tree)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use ferrometal_agent::protocol::{DeploySpec, Outcome};
+
+    use super::*;
+
+    fn options(dir: &Path) -> AgentOptions {
+        AgentOptions {
+            ramdisk_iso: dir.join("missing.iso"),
+            work_dir: dir.join("work"),
+            state_dir: dir.join("sessions"),
+            api_url: "https://10.0.2.2:6385".into(),
+            media_url: "http://127.0.0.1:6386".into(),
+            ca_pem: String::new(),
+            boot_timeout: Duration::from_secs(600),
+            silence_timeout: Duration::from_secs(600),
+        }
+    }
+
+    fn deploy() -> Purpose {
+        Purpose::Deploy {
+            spec: Box::new(DeploySpec {
+                image_url: "http://images/disk.qcow2".into(),
+                format: "qcow2".into(),
+                checksum: "abc".into(),
+                checksum_type: "auto".into(),
+                root_device_hints: Default::default(),
+                config_drive_url: None,
+            }),
+            clean: false,
+        }
+    }
+
+    fn token(service: &AgentService, key: &str) -> String {
+        service.lock().entries[key].token.clone()
+    }
+
+    #[tokio::test]
+    async fn tokens_are_per_boot_and_a_finished_deploy_outlives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = AgentService::new(options(dir.path())).unwrap();
+        one.begin("ns~a", "image-1", deploy(), None);
+        one.begin("ns~b", "image-1", deploy(), None);
+        let (a, b) = (token(&one, "ns~a"), token(&one, "ns~b"));
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 64);
+        assert!(matches!(
+            one.instruction(&a),
+            Ok(Instruction::Deploy { .. })
+        ));
+        assert_eq!(one.instruction("forged"), Err(Refused::Token));
+        let id = match one.instruction(&a).unwrap() {
+            Instruction::Deploy { id, .. } => id,
+            other => panic!("{other:?}"),
+        };
+        let done = Report {
+            id: Some(id),
+            outcome: Outcome::Deployed {
+                root_disk: "/dev/vda".into(),
+            },
+            timings: BTreeMap::new(),
+            write_mb_per_s: None,
+        };
+        // b's token cannot report for a: b's session stays where it was.
+        one.report(&b, done.clone()).unwrap();
+        assert_eq!(one.progress("ns~b").unwrap().ending, None);
+        one.report(&a, done).unwrap();
+        assert_eq!(
+            one.progress("ns~a").unwrap().ending,
+            Some(Ending::Succeeded)
+        );
+
+        // A restart: the deploy of the same image is known done, another image is not.
+        drop(one);
+        let two = AgentService::new(options(dir.path())).unwrap();
+        assert_eq!(
+            two.instruction(&a),
+            Err(Refused::Token),
+            "old tokens die with the process"
+        );
+        let again = two.begin("ns~a", "image-1", deploy(), None);
+        assert_eq!(again.ending, Some(Ending::Succeeded));
+        two.end("ns~a");
+        let fresh = two.begin("ns~a", "image-1", deploy(), None);
+        assert_eq!(fresh.ending, None, "ended sessions leave no record");
+        two.end("ns~a");
+        let other = two.begin("ns~b", "image-2", deploy(), None);
+        assert_eq!(other.ending, None);
+    }
 }

@@ -207,6 +207,9 @@ impl RedfishProvisioner {
         progress: &Progress,
         work: &str,
     ) -> Result<Step> {
+        if progress.ending == Some(Ending::Succeeded) {
+            return Ok(Step::Done(()));
+        }
         let url = match &progress.media {
             Media::Building => {
                 return self.step_waiting("building the deploy agent's boot media");
@@ -242,7 +245,7 @@ impl RedfishProvisioner {
                     format!("{work} by the deploy agent failed: {message}"),
                 ))
             }
-            Some(Ending::Succeeded) => Ok(Step::Done(())),
+            Some(Ending::Succeeded) => Ok(Step::Done(())), // answered above
         }
     }
 
