@@ -69,38 +69,59 @@ fn sha256_hex(data: &[u8]) -> String {
         .to_string()
 }
 
+/// The ports one serve with the agent uses, kept for a restart.
+#[derive(Clone, Copy)]
+struct Ports {
+    api_server: u16,
+    agent: u16,
+    media: u16,
+    metrics: u16,
+}
+
+impl Ports {
+    fn free() -> Ports {
+        Ports {
+            api_server: free_port(),
+            agent: free_port(),
+            media: free_port(),
+            metrics: free_port(),
+        }
+    }
+}
+
 /// serve with the agent: its API on a free port that the VMs reach at 10.0.2.2 (QEMU's
 /// user-mode network forwards it to the host's loopback), media on another for sushy-tools.
-fn serve_with_agent(dir: &std::path::Path) -> (Serve, u16, u16) {
+fn serve_on(dir: &std::path::Path, ports: Ports, extra: &[&str]) -> Serve {
     let ramdisk = agent_ramdisk().to_string_lossy().to_string();
-    let (api, media, metrics) = (free_port(), free_port(), free_port());
-    let metrics_listen = format!("127.0.0.1:{metrics}");
-    let listen = format!("127.0.0.1:{api}");
-    let url = format!("https://10.0.2.2:{api}");
-    let media_listen = format!("127.0.0.1:{media}");
-    let s = serve(
-        dir,
-        free_port(),
-        &[
-            "--power-poll-interval",
-            "5",
-            "--error-backoff",
-            "2",
-            "--bmc-timeout",
-            "20",
-            "--agent-ramdisk",
-            &ramdisk,
-            "--agent-listen",
-            &listen,
-            "--agent-url",
-            &url,
-            "--agent-media-listen",
-            &media_listen,
-            "--metrics-listen",
-            &metrics_listen,
-        ],
-    );
-    (s, api, metrics)
+    let listen = format!("127.0.0.1:{}", ports.agent);
+    let url = format!("https://10.0.2.2:{}", ports.agent);
+    let media_listen = format!("127.0.0.1:{}", ports.media);
+    let metrics_listen = format!("127.0.0.1:{}", ports.metrics);
+    let mut flags = vec![
+        "--power-poll-interval",
+        "5",
+        "--error-backoff",
+        "2",
+        "--bmc-timeout",
+        "20",
+        "--agent-ramdisk",
+        &ramdisk,
+        "--agent-listen",
+        &listen,
+        "--agent-url",
+        &url,
+        "--agent-media-listen",
+        &media_listen,
+        "--metrics-listen",
+        &metrics_listen,
+    ];
+    flags.extend_from_slice(extra);
+    serve(dir, ports.api_server, &flags)
+}
+
+fn serve_with_agent(dir: &std::path::Path) -> (Serve, u16, u16) {
+    let ports = Ports::free();
+    (serve_on(dir, ports, &[]), ports.agent, ports.metrics)
 }
 
 /// In-band inspection, then a tenant's HostClaim with a qcow2 image and cloud-init user data:
@@ -486,4 +507,77 @@ fn deploy_failures_name_their_cause_and_a_raw_image_then_boots_on_a_legacy_vm() 
     );
     assert!(!log.contains("forged-token-1234"));
     assert_eq!(host(&s, "default", &vm.name)["status"], before);
+}
+
+/// What must survive: serve killed with SIGKILL while the agent writes the image (the deploy
+/// starts again cleanly after the restart and the disk boots), and an agent that falls silent
+/// (the VM frozen mid-write, as a hung ramdisk): a timeout error naming it, then a retry that
+/// starts clean and succeeds. (A VM switched off mid-write is seen by the power poll and booted
+/// into the same session again, which starts its step over.)
+#[test]
+fn a_deploy_survives_a_killed_serve_and_a_silent_agent() {
+    let lab = Lab::up_with_disk(1, Firmware::Uefi, "default", "5G");
+    let vm = lab.vm(0).clone();
+    // ~1 MB/s: the 11 MiB image takes about ten seconds to write, time to interrupt it.
+    let files = FileServer::throttled(1_000_000);
+    let images = guest_images();
+    publish(files.dir.path(), "disk.qcow2", &images.disk_qcow2);
+    publish(files.dir.path(), "again.qcow2", &images.disk_qcow2);
+    let sum = sha256_hex(&std::fs::read(&images.disk_qcow2).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let ports = Ports::free();
+    let quiet = ["--agent-silence-timeout", "20s"];
+    let mut s = serve_on(dir.path(), ports, &quiet);
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
+    wait_for(&s, &lab, &vm, "available", || {
+        state(&host(&s, "default", &vm.name)) == "available"
+    });
+    let base = format!("http://10.0.2.2:{}", files.port);
+    let deploying = |lab: &Lab| {
+        lab.console(&vm)
+            .matches("ferrometal-agent: deploying")
+            .count()
+    };
+
+    // SIGKILL mid-write; the restarted serve deploys again from the start.
+    set_image(
+        &s,
+        &vm.name,
+        &format!(r#"{{"url":"{base}/disk.qcow2","format":"qcow2","checksum":"{sum}"}}"#),
+    );
+    wait_for(&s, &lab, &vm, "the agent writing", || deploying(&lab) == 1);
+    s.kill();
+    let s = serve_on(dir.path(), ports, &quiet);
+    wait_for(&s, &lab, &vm, "the first boot from the disk", || {
+        lab.console(&vm).contains(FIRSTBOOT)
+    });
+    wait_for(&s, &lab, &vm, "provisioned", || {
+        state(&host(&s, "default", &vm.name)) == "provisioned"
+    });
+    assert_eq!(deploying(&lab), 2, "{}", lab.console(&vm));
+
+    // The VM frozen while the agent writes: the silence is an error, the retry works.
+    set_image(
+        &s,
+        &vm.name,
+        &format!(r#"{{"url":"{base}/again.qcow2","format":"qcow2","checksum":"{sum}"}}"#),
+    );
+    wait_for(&s, &lab, &vm, "the agent writing again", || {
+        deploying(&lab) == 3
+    });
+    let frozen = std::process::Command::new("virsh")
+        .args(["-q", "-c", "qemu:///system", "suspend", &vm.name])
+        .status()
+        .unwrap();
+    assert!(frozen.success());
+    wait_for(&s, &lab, &vm, "the silence reported", || {
+        error_message(&s, &vm.name).contains("stopped answering")
+    });
+    wait_for(&s, &lab, &vm, "the second boot from the disk", || {
+        lab.console(&vm).matches(FIRSTBOOT).count() == 2
+    });
+    wait_for(&s, &lab, &vm, "provisioned again", || {
+        state(&host(&s, "default", &vm.name)) == "provisioned"
+    });
+    assert_eq!(error_message(&s, &vm.name), "");
 }

@@ -185,15 +185,43 @@ pub struct FileServer {
     child: Child,
 }
 
+/// Python's file server, sending each file at `rate` bytes a second (a slow image server).
+const THROTTLED: &str = r#"
+import functools, http.server, sys, time
+class Slow(http.server.SimpleHTTPRequestHandler):
+    def copyfile(self, source, out):
+        rate = int(sys.argv[2])
+        while True:
+            chunk = source.read(65536)
+            if not chunk:
+                break
+            out.write(chunk)
+            time.sleep(len(chunk) / rate)
+    def log_message(self, *args):
+        pass
+handler = functools.partial(Slow, directory=sys.argv[3])
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), handler).serve_forever()
+"#;
+
 impl FileServer {
     pub fn start() -> FileServer {
+        FileServer::spawn(None)
+    }
+
+    /// Sends every file at `rate` bytes a second.
+    pub fn throttled(rate: u64) -> FileServer {
+        FileServer::spawn(Some(rate))
+    }
+
+    fn spawn(rate: Option<u64>) -> FileServer {
         let dir = TempDir::new();
         std::fs::write(dir.path().join("live.iso"), vec![0x42u8; 64 * 1024]).unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         drop(listener);
-        let child = Command::new("python3")
-            .args([
+        let mut command = Command::new("python3");
+        match rate {
+            None => command.args([
                 "-m",
                 "http.server",
                 "--bind",
@@ -201,7 +229,16 @@ impl FileServer {
                 &port.to_string(),
                 "--directory",
                 dir.path_str(),
-            ])
+            ]),
+            Some(rate) => command.args([
+                "-c",
+                THROTTLED,
+                &port.to_string(),
+                &rate.to_string(),
+                dir.path_str(),
+            ]),
+        };
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
