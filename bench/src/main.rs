@@ -10,6 +10,7 @@
 mod apiserver;
 mod common;
 mod crash;
+mod deploy;
 mod emucap;
 mod isolation;
 mod jobs;
@@ -185,6 +186,17 @@ enum Scenario {
         #[arg(long, default_value_t = 900)]
         timeout: u64,
     },
+    /// The deploy agent on N lab VMs (needs root): a raw and a qcow2 disk image of
+    /// `--image-mib` MiB and the live ISO, available -> OS booted (console line), the agent's
+    /// phases p50/max, MB/s written, serve CPU and peak RSS.
+    Deploy {
+        #[arg(long, default_value_t = 4)]
+        vms: usize,
+        #[arg(long, default_value_t = 256)]
+        image_mib: u64,
+        #[arg(long, default_value_t = 1800)]
+        timeout: u64,
+    },
     /// The emulator's own capacity (GET/s of a ComputerSystem).
     Emulator {
         #[arg(long, default_value_t = 10000)]
@@ -324,6 +336,20 @@ async fn main() -> std::process::ExitCode {
                 concurrency: fleet.concurrency,
                 timeout: fleet.timeout,
                 serve_args: fleet.serve_args,
+                ferrometal: cli.ferrometal,
+                keep: cli.keep,
+            })
+            .await
+        }
+        Scenario::Deploy {
+            vms,
+            image_mib,
+            timeout,
+        } => {
+            deploy::run(deploy::Opts {
+                vms: vms.max(1),
+                image_mib,
+                timeout,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,
             })

@@ -24,7 +24,7 @@ pub struct Opts {
 
 const MARKER: &str = "FERROMETAL-LIVE-ISO booted";
 
-fn script(name: &str, args: &[&str]) -> anyhow::Result<String> {
+pub(crate) fn script(name: &str, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new("bash")
         .arg(workspace_root().join("scripts").join(name))
         .args(args)
@@ -42,7 +42,7 @@ fn script(name: &str, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).to_string())
 }
 
-fn value_of(text: &str, key: &str) -> anyhow::Result<String> {
+pub(crate) fn value_of(text: &str, key: &str) -> anyhow::Result<String> {
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{key}=")))
         .map(String::from)
@@ -50,7 +50,7 @@ fn value_of(text: &str, key: &str) -> anyhow::Result<String> {
 }
 
 /// Takes the lab down on every way out of the scenario.
-struct LabGuard(String);
+pub(crate) struct LabGuard(pub(crate) String);
 
 impl Drop for LabGuard {
     fn drop(&mut self) {
@@ -59,7 +59,7 @@ impl Drop for LabGuard {
 }
 
 /// Redfish requests sushy-tools logged for each VM (by its UUID in the path), in order.
-fn requests_per_vm(log: &Path, uuids: &[String]) -> Vec<usize> {
+pub(crate) fn requests_per_vm(log: &Path, uuids: &[String]) -> Vec<usize> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     uuids
         .iter()
@@ -72,7 +72,7 @@ fn requests_per_vm(log: &Path, uuids: &[String]) -> Vec<usize> {
         .collect()
 }
 
-fn per_host(before: &[usize], after: &[usize]) -> f64 {
+pub(crate) fn per_host(before: &[usize], after: &[usize]) -> f64 {
     let total: usize = after.iter().zip(before).map(|(a, b)| a - b).sum();
     total as f64 / after.len().max(1) as f64
 }

@@ -195,19 +195,8 @@ fn a_tenant_claim_deploys_a_qcow2_image_through_the_agent_on_a_uefi_vm() {
     assert_eq!(lab.virtual_cd(&vm)["Inserted"], false, "media ejected");
 
     // The tenant claims the host with a qcow2 image and cloud-init user data.
-    let policy = "apiVersion: metal3.io/v1alpha1\nkind: HostDeployPolicy\nmetadata: {name: lend, namespace: infra}\nspec: {hostClaimNamespaces: {names: [tenant-a]}}\n";
-    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(policy));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    s.ok(&[
-        "create",
-        "rolebinding",
-        "alice-tenant",
-        "-n",
-        "tenant-a",
-        "--clusterrole=ferrometal-tenant",
-        "--user=alice",
-    ]);
-    let alice = s.user_kubeconfig("alice", &[], "tenant-a");
+    s.lend("infra", "tenant-a");
+    let alice = s.tenant("alice", "tenant-a");
     let user_data = "#!/bin/sh\necho hello from the agent test\n";
     let o = s.kubectl_with(
         &alice,
@@ -526,7 +515,7 @@ fn a_deploy_survives_a_killed_serve_and_a_silent_agent() {
     let sum = sha256_hex(&std::fs::read(&images.disk_qcow2).unwrap());
     let dir = tempfile::tempdir().unwrap();
     let ports = Ports::free();
-    let quiet = ["--agent-silence-timeout", "20s"];
+    let quiet = ["--agent-silence-timeout", "45s"];
     let mut s = serve_on(dir.path(), ports, &quiet);
     s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
     wait_for(&s, &lab, &vm, "available", || {

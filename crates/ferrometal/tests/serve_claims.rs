@@ -162,16 +162,7 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
     );
     let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&infra));
     assert!(o.status.success(), "{}", out(&o));
-    s.ok(&[
-        "create",
-        "rolebinding",
-        "alice-tenant",
-        "-n",
-        "tenant-a",
-        "--clusterrole=ferrometal-tenant",
-        "--user=alice",
-    ]);
-    let alice = s.user_kubeconfig("alice", &[], "tenant-a");
+    let alice = s.tenant("alice", "tenant-a");
     s.wait("all hosts available", || {
         s.host_states("infra") == ["available", "available", "available"]
     });

@@ -267,19 +267,8 @@ fn a_tenant_claim_boots_a_live_iso_on_a_legacy_bios_vm() {
     s.ok(&["create", "namespace", "tenant-a"]);
     s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
     s.ok(&["label", "bmh", "-n", "infra", &vm.name, "pool=lab"]);
-    let policy = "apiVersion: metal3.io/v1alpha1\nkind: HostDeployPolicy\nmetadata: {name: lend, namespace: infra}\nspec: {hostClaimNamespaces: {names: [tenant-a]}}\n";
-    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(policy));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    s.ok(&[
-        "create",
-        "rolebinding",
-        "alice-tenant",
-        "-n",
-        "tenant-a",
-        "--clusterrole=ferrometal-tenant",
-        "--user=alice",
-    ]);
-    let alice = s.user_kubeconfig("alice", &[], "tenant-a");
+    s.lend("infra", "tenant-a");
+    let alice = s.tenant("alice", "tenant-a");
     wait_state(&s, "infra", &vm.name, "available", Duration::from_secs(180));
     assert_eq!(host(&s, "infra", &vm.name)["spec"]["bootMode"], "legacy");
 

@@ -234,6 +234,30 @@ impl Serve {
         path
     }
 
+    /// `user` as a tenant of `namespace` (a RoleBinding to `ferrometal-tenant`), and their
+    /// kubeconfig.
+    pub fn tenant(&self, user: &str, namespace: &str) -> PathBuf {
+        self.ok(&[
+            "create",
+            "rolebinding",
+            &format!("{user}-tenant"),
+            "-n",
+            namespace,
+            "--clusterrole=ferrometal-tenant",
+            &format!("--user={user}"),
+        ]);
+        self.user_kubeconfig(user, &[], namespace)
+    }
+
+    /// A HostDeployPolicy `lend` in `infra` that admits claims from `tenant`.
+    pub fn lend(&self, infra: &str, tenant: &str) {
+        let policy = format!(
+            "apiVersion: metal3.io/v1alpha1\nkind: HostDeployPolicy\nmetadata: {{name: lend, namespace: {infra}}}\nspec: {{hostClaimNamespaces: {{names: [{tenant}]}}}}\n"
+        );
+        let o = self.kubectl_stdin(&["apply", "-f", "-"], Some(&policy));
+        assert!(o.status.success(), "{}", output_text(&o));
+    }
+
     /// A kubeconfig like the admin's with `token` (a ServiceAccount's) as the credential,
     /// written next to it as `kubeconfig-NAME`.
     pub fn token_kubeconfig(&self, name: &str, token: &str) -> PathBuf {

@@ -13,7 +13,7 @@ use ferrometal_api::{AutomatedCleaningMode, HardwareDetails, ImageFormat};
 use ferrometal_bmc::{BootDevice, PowerAction, PowerState, Protocol};
 
 use super::RedfishProvisioner;
-use super::host_state::AgentFinish;
+use super::host_state::{AgentFinish, HostState};
 use super::provisioner::unsupported;
 use crate::agent::{AgentService, ConfigDriveData, Ending, Media, Progress, Purpose};
 use crate::{Deployment, ErrorKind, HostInfo, PhaseTiming, ProvisionerError, Result, Step};
@@ -81,6 +81,24 @@ pub fn deploy_spec(host: &HostInfo, deployment: &Deployment) -> Result<DeploySpe
         root_device_hints: hints,
         config_drive_url: None,
     })
+}
+
+/// How often the BMC of a host whose agent is at work is asked whether it is still on.
+const AGENT_BMC_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The finishing steps of this boot (new ones when another boot's are remembered).
+fn finish_of<'a>(st: &'a mut HostState, progress: &Progress) -> &'a mut AgentFinish {
+    if st
+        .agent_finish
+        .as_ref()
+        .is_none_or(|f| f.boot != progress.boot)
+    {
+        st.agent_finish = Some(AgentFinish {
+            boot: progress.boot.clone(),
+            ..AgentFinish::default()
+        });
+    }
+    st.agent_finish.as_mut().expect("set above")
 }
 
 fn agent_hardware(progress: &Progress) -> Option<HardwareDetails> {
@@ -224,15 +242,29 @@ impl RedfishProvisioner {
             Media::Ready(url) => url,
         };
         match &progress.ending {
+            // The host was seen running the agent's media: the BMC is asked again only now and
+            // then (a power loss boots the ramdisk again), not at every look at the agent.
+            None if !self.bmc_check_due(host, &progress.boot).await => Ok(Step::waiting(
+                self.options.poll_interval,
+                if progress.called {
+                    format!("the deploy agent is at work ({work})")
+                } else {
+                    "booting the deploy agent".to_string()
+                },
+            )),
             None => match self.boot_media(host, url).await? {
-                Step::Done(()) => Ok(Step::waiting(
-                    self.options.poll_interval,
-                    if progress.called {
-                        format!("the deploy agent is at work ({work})")
-                    } else {
-                        "booting the deploy agent".to_string()
-                    },
-                )),
+                Step::Done(()) => {
+                    self.lock(&host.key).await.agent_checked =
+                        Some((progress.boot.clone(), std::time::Instant::now()));
+                    Ok(Step::waiting(
+                        self.options.poll_interval,
+                        if progress.called {
+                            format!("the deploy agent is at work ({work})")
+                        } else {
+                            "booting the deploy agent".to_string()
+                        },
+                    ))
+                }
                 waiting => Ok(waiting),
             },
             Some(Ending::Failed(message)) => {
@@ -249,6 +281,16 @@ impl RedfishProvisioner {
         }
     }
 
+    /// Whether to ask the BMC about a boot into the agent: until it was seen running the
+    /// media, at every call; after that every `AGENT_BMC_CHECK`.
+    async fn bmc_check_due(&self, host: &HostInfo, boot: &str) -> bool {
+        let st = self.lock(&host.key).await;
+        match &st.agent_checked {
+            Some((b, at)) if b == boot => at.elapsed() >= AGENT_BMC_CHECK,
+            _ => true,
+        }
+    }
+
     /// After a deploy: media out, the disk as the boot device, a restart into it.
     async fn boot_written_disk(
         &self,
@@ -258,13 +300,7 @@ impl RedfishProvisioner {
     ) -> Result<Step> {
         let (mut st, bmc) = self.session(host).await?;
         let st = &mut *st;
-        let finish = match &mut st.agent_finish {
-            Some(f) if f.boot == progress.boot => f,
-            other => other.insert(AgentFinish {
-                boot: progress.boot.clone(),
-                ..AgentFinish::default()
-            }),
-        };
+        let finish = finish_of(st, progress);
         if !finish.ejected {
             if bmc.media_status().await?.inserted {
                 bmc.eject_media().await?;
@@ -308,13 +344,7 @@ impl RedfishProvisioner {
     ) -> Result<Step> {
         let (mut st, bmc) = self.session(host).await?;
         let st = &mut *st;
-        let finish = match &mut st.agent_finish {
-            Some(f) if f.boot == progress.boot => f,
-            other => other.insert(AgentFinish {
-                boot: progress.boot.clone(),
-                ..AgentFinish::default()
-            }),
-        };
+        let finish = finish_of(st, progress);
         if !finish.ejected {
             if bmc.media_status().await?.inserted {
                 bmc.eject_media().await?;
@@ -356,5 +386,88 @@ impl RedfishProvisioner {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key.to_string(), phases);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ferrometal_agent::protocol::{
+        Bios, Cpu, Disk, DiskType, Firmware, Hardware, Nic, SystemVendor, Vlan,
+    };
+
+    use super::*;
+
+    /// The agent's report, field for field, is metal3's `HardwareDetails` once it reaches the
+    /// server: nothing renamed, nothing lost.
+    #[test]
+    fn the_agents_hardware_reads_as_metal3s() {
+        let hw = Hardware {
+            system_vendor: Some(SystemVendor {
+                manufacturer: Some("QEMU".into()),
+                product_name: Some("Standard PC".into()),
+                serial_number: Some("S1".into()),
+            }),
+            firmware: Some(Firmware {
+                bios: Some(Bios {
+                    date: Some("04/01/2014".into()),
+                    vendor: Some("EFI Development Kit II".into()),
+                    version: Some("0.0.0".into()),
+                }),
+            }),
+            ram_mebibytes: 1024,
+            nics: vec![Nic {
+                name: "enp1s0".into(),
+                model: Some("0x1af4 0x1041".into()),
+                mac: "52:54:00:00:00:01".into(),
+                ip: Some("10.0.2.15".into()),
+                speed_gbps: 1,
+                vlans: vec![Vlan {
+                    id: Some(100),
+                    name: Some("enp1s0.100".into()),
+                }],
+                vlan_id: None,
+                pxe: false,
+                pci_address: Some("0000:01:00.0".into()),
+            }],
+            storage: vec![Disk {
+                name: "/dev/sda".into(),
+                alternate_names: vec!["/dev/disk/by-path/pci-0000:00:1f.2-ata-1".into()],
+                rotational: true,
+                type_: Some(DiskType::Hdd),
+                size_bytes: 5 << 30,
+                vendor: Some("ATA".into()),
+                model: Some("QEMU HARDDISK".into()),
+                serial_number: Some("QM00001".into()),
+                wwn: Some("0x5000c500a1b2c3d4".into()),
+                wwn_vendor_extension: None,
+                wwn_with_extension: Some("0x5000c500a1b2c3d4".into()),
+                hctl: Some("0:0:0:0".into()),
+            }],
+            cpu: Some(Cpu {
+                arch: "x86_64".into(),
+                model: "QEMU Virtual CPU".into(),
+                clock_megahertz: 2600.0,
+                flags: vec!["sse2".into()],
+                count: 2,
+            }),
+            hostname: Some("node-0".into()),
+        };
+        let progress = Progress {
+            boot: "b".into(),
+            media: Media::Building,
+            called: true,
+            ending: Some(Ending::Succeeded),
+            hardware: Some(hw.clone()),
+            timings: Vec::new(),
+            write_mb_per_s: None,
+            root_disk: None,
+        };
+        let details = agent_hardware(&progress).expect("metal3 reads it");
+        assert_eq!(
+            serde_json::to_value(&details).unwrap(),
+            serde_json::to_value(&hw).unwrap()
+        );
+        assert_eq!(details.storage[0].hctl.as_deref(), Some("0:0:0:0"));
+        assert_eq!(details.nics[0].vlans[0].id, Some(100));
     }
 }

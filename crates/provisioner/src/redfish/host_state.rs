@@ -78,6 +78,8 @@ pub(super) struct HostState {
     pub(super) in_flight: Option<InFlight>,
     pub(super) deploy: Option<DeployProgress>,
     pub(super) agent_finish: Option<AgentFinish>,
+    /// When the BMC last showed this boot (by its ID) running the agent's media.
+    pub(super) agent_checked: Option<(String, Instant)>,
     /// Deprovisioning a host whose power must stay on restarted it already.
     pub(super) teardown_restarted: bool,
 }
