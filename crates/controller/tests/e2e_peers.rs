@@ -505,10 +505,11 @@ async fn annotations_act_on_the_bmc() {
     assert!(requests.total() > 0);
 }
 
-/// A disk image on the redfish provisioner (which boots live ISOs only): the host says what is
-/// needed in its Blocked condition, and no media is inserted or power switched for it.
+/// A disk image on the redfish provisioner without the deploy agent (which then boots live ISOs
+/// only): the host says what is needed in its Blocked condition, and no media is inserted or
+/// power switched for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_disk_image_on_the_redfish_provisioner_names_the_ironic_provisioner() {
+async fn a_disk_image_on_the_redfish_provisioner_without_the_agent_names_what_it_needs() {
     let emu = emulator(1, 50).await;
     let (stack, _requests) = redfish_stack().await;
     stack.secret("bmc", "password").await;
@@ -536,7 +537,7 @@ async fn a_disk_image_on_the_redfish_provisioner_names_the_ironic_provisioner() 
     assert!(
         blocked
             .message
-            .contains("image format qcow2 needs the ironic provisioner"),
+            .contains("image format qcow2 needs the deploy agent (serve --agent-ramdisk) or the ironic provisioner"),
         "{}",
         blocked.message
     );
