@@ -58,5 +58,6 @@ pub fn host_info(
             .automated_cleaning_mode
             .unwrap_or(AutomatedCleaningMode::Metadata),
         disable_power_off: host.spec.disable_power_off,
+        preprovisioning_network_data: None,
     })
 }

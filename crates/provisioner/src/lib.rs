@@ -45,6 +45,10 @@ pub struct HostInfo {
     pub automated_cleaning_mode: AutomatedCleaningMode,
     /// True when the host's power must never be switched off (reboots become cycles).
     pub disable_power_off: bool,
+    /// The `networkData` of the host's `preprovisioningNetworkDataName` Secret: the addressing
+    /// of the ramdisk a deploy agent boots (OpenStack network_data.json, as JSON or YAML).
+    /// Read for agent work only (inspection, provisioning, cleaning); `None` otherwise.
+    pub preprovisioning_network_data: Option<String>,
 }
 
 /// What to write or boot on the host.

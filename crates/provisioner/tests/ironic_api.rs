@@ -113,6 +113,7 @@ async fn ironic_errors_name_their_cause() {
         root_device_hints: None,
         automated_cleaning_mode: AutomatedCleaningMode::Disabled,
         disable_power_off: false,
+        preprovisioning_network_data: None,
     };
 
     // Wrong API credentials: a failed call that says so.

@@ -31,6 +31,7 @@ async fn ipmi_register_and_power_through_ironic() {
         root_device_hints: None,
         automated_cleaning_mode: AutomatedCleaningMode::Disabled,
         disable_power_off: false,
+        preprovisioning_network_data: None,
     };
 
     let reg = done!("register", p.register(&h, false));

@@ -37,6 +37,7 @@ fn host(sushy: &Sushy, name: &str, uuid: &str, password: &str) -> HostInfo {
         root_device_hints: None,
         automated_cleaning_mode: AutomatedCleaningMode::Disabled,
         disable_power_off: false,
+        preprovisioning_network_data: None,
     }
 }
 

@@ -57,6 +57,7 @@ fn host(emu: &Emulator, index: usize) -> HostInfo {
         root_device_hints: None,
         automated_cleaning_mode: AutomatedCleaningMode::Disabled,
         disable_power_off: false,
+        preprovisioning_network_data: None,
     }
 }
 

@@ -199,6 +199,45 @@ async fn data_secret(
     Ok(Some(String::from_utf8_lossy(&value.0).into_owned()))
 }
 
+/// The `networkData` key of the Secret `spec.preprovisioningNetworkDataName` names (metal3's
+/// key), if the host names one.
+async fn preprovisioning_network_data(
+    ctx: &HostContext,
+    host: &BareMetalHost,
+) -> Result<Option<String>, ProvisionerError> {
+    let Some(name) = host
+        .spec
+        .preprovisioning_network_data_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+    else {
+        return Ok(None);
+    };
+    let ns = host.namespace_or_default();
+    let field = "spec.preprovisioningNetworkDataName";
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let secret = api.get_opt(name).await.map_err(|e| {
+        ProvisionerError::new(
+            ErrorKind::Unreachable,
+            format!("{field}: reading Secret {ns}/{name}: {e}"),
+        )
+    })?;
+    let secret = secret.ok_or_else(|| {
+        ProvisionerError::new(
+            ErrorKind::InvalidInput,
+            format!("{field}: Secret {ns}/{name} not found"),
+        )
+    })?;
+    let data = secret.data.unwrap_or_default();
+    let value = data.get("networkData").ok_or_else(|| {
+        ProvisionerError::new(
+            ErrorKind::InvalidInput,
+            format!("{field}: Secret {ns}/{name} has no \"networkData\" key"),
+        )
+    })?;
+    Ok(Some(String::from_utf8_lossy(&value.0).into_owned()))
+}
+
 async fn deployment(
     ctx: &HostContext,
     host: &BareMetalHost,
@@ -277,10 +316,20 @@ async fn execute(
     call: &Call,
     credentials: Option<&Credentials>,
 ) -> Outcome {
-    let info = match host_info(host, credentials) {
+    let mut info = match host_info(host, credentials) {
         Ok(i) => i,
         Err(e) => return Outcome::Failed(e),
     };
+    // What a deploy agent's ramdisk boots with; only work that may boot one reads it.
+    if matches!(
+        call,
+        Call::Inspect { .. } | Call::Prepare | Call::Provision | Call::Deprovision
+    ) {
+        match preprovisioning_network_data(ctx, host).await {
+            Ok(data) => info.preprovisioning_network_data = data,
+            Err(e) => return Outcome::Failed(e),
+        }
+    }
     // Data Secrets are read before the BMC's turn: an API hiccup is not the BMC's failure.
     let deployment = match call {
         Call::Provision | Call::Adopt => match deployment(ctx, host).await {

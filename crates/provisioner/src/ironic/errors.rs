@@ -101,6 +101,7 @@ mod tests {
             root_device_hints: None,
             automated_cleaning_mode: AutomatedCleaningMode::Disabled,
             disable_power_off: false,
+            preprovisioning_network_data: None,
         };
         let e = registration_error(&host, "HTTP 401 Unauthorized for user admin / hunter22");
         assert_eq!(e.kind, ErrorKind::Credentials);

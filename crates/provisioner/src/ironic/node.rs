@@ -512,6 +512,7 @@ mod tests {
             root_device_hints: None,
             automated_cleaning_mode: AutomatedCleaningMode::Disabled,
             disable_power_off: false,
+            preprovisioning_network_data: None,
         }
     }
 

@@ -317,6 +317,7 @@ mod tests {
             root_device_hints: None,
             automated_cleaning_mode: ferrometal_api::AutomatedCleaningMode::Disabled,
             disable_power_off: false,
+            preprovisioning_network_data: None,
         }
     }
 
