@@ -141,7 +141,8 @@ pub async fn deploy(
         let drive = api.file(url, CONFIG_DRIVE_MAX).await?;
         let sector = logical_block_size(sys_root, &root.name);
         let size = (CONFIG_DRIVE_MAX as u64).max(drive.len() as u64);
-        let span = partition::add_at_end(&disk, disk_size, sector, size, "config-2", random_guid())
+        let guid = random_guid().map_err(|e| format!("reading /dev/urandom: {e}"))?;
+        let span = partition::add_at_end(&disk, disk_size, sector, size, "config-2", guid)
             .map_err(|e| format!("adding the config drive partition to {}: {e}", root.name))?;
         disk.write_all_at(&drive, span.start)
             .and_then(|()| disk.sync_all())
@@ -187,12 +188,12 @@ fn logical_block_size(sys_root: &Path, dev: &str) -> u64 {
 }
 
 /// A random (version 4) GUID in its on-disk byte order.
-pub fn random_guid() -> [u8; 16] {
+/// A GUID of zeros would make every config drive partition alike, so no randomness is an
+/// error, not a fallback.
+pub fn random_guid() -> std::io::Result<[u8; 16]> {
     let mut g = [0u8; 16];
-    if let Ok(f) = File::open("/dev/urandom") {
-        let _ = f.read_exact_at(&mut g, 0);
-    }
+    std::io::Read::read_exact(&mut File::open("/dev/urandom")?, &mut g)?;
     g[7] = (g[7] & 0x0f) | 0x40;
     g[8] = (g[8] & 0x3f) | 0x80;
-    g
+    Ok(g)
 }

@@ -40,6 +40,10 @@ pub struct AgentOptions {
     pub media_url: String,
     /// PEM of the CA that signed the agent API's certificate.
     pub ca_pem: String,
+    /// PEM certificates the agent trusts for image downloads besides the system's roots.
+    pub image_ca_pem: Option<String>,
+    /// How long in-band inspection listens for LLDP (zero: not at all).
+    pub lldp_wait: Duration,
     /// How long a booted host may take to call the API for the first time.
     pub boot_timeout: Duration,
     /// How long the agent may stay silent once it called (a deploy's download included).
@@ -51,6 +55,15 @@ pub struct AgentOptions {
 pub struct ConfigDriveData {
     pub meta_data: serde_json::Value,
     pub user_data: Option<String>,
+    pub network_data: Option<serde_json::Value>,
+}
+
+/// What one boot's media carry besides the agent.
+#[derive(Debug, Clone, Default)]
+pub struct BootData {
+    /// The deploy's config drive, served to the agent to write after the image.
+    pub config_drive: Option<ConfigDriveData>,
+    /// The ramdisk's own addressing (network_data.json); DHCP when `None`.
     pub network_data: Option<serde_json::Value>,
 }
 
@@ -146,8 +159,12 @@ impl AgentService {
         key: &str,
         fingerprint: &str,
         purpose: Purpose,
-        config_drive: Option<ConfigDriveData>,
+        boot: BootData,
     ) -> Progress {
+        let BootData {
+            config_drive,
+            network_data,
+        } = boot;
         let mut state = self.lock();
         if let Some(entry) = state.entries.get(key) {
             if entry.fingerprint == fingerprint {
@@ -159,16 +176,16 @@ impl AgentService {
             // Written before a restart: the image is on the disk, only the boot into it is left.
             let mut session = Session::new(boot, purpose, Instant::now());
             session.ending = Some(Ending::Succeeded);
+            // No boot media and no token: no agent will call for this session.
             let entry = Entry {
                 session,
                 fingerprint: fingerprint.to_string(),
-                token: random_hex(32),
+                token: String::new(),
                 media_name: String::new(),
                 media: Media::Ready(String::new()),
                 config_drive: None,
             };
             let view = self.view(&entry);
-            state.tokens.insert(entry.token.clone(), key.to_string());
             state.entries.insert(key.to_string(), entry);
             return view;
         }
@@ -199,7 +216,7 @@ impl AgentService {
         let key = key.to_string();
         tokio::spawn(async move {
             let built = service
-                .build(&boot, &token, &media_name, config_drive)
+                .build(&boot, &token, &media_name, network_data, config_drive)
                 .await;
             let mut state = service.lock();
             let media_path = service.options.work_dir.join("media").join(&media_name);
@@ -230,6 +247,7 @@ impl AgentService {
         boot: &str,
         token: &str,
         media_name: &str,
+        network_data: Option<serde_json::Value>,
         config_drive: Option<ConfigDriveData>,
     ) -> Result<Option<Vec<u8>>, String> {
         let tree = self
@@ -241,7 +259,9 @@ impl AgentService {
             api_url: self.options.api_url.clone(),
             ca_pem: self.options.ca_pem.clone(),
             token: token.to_string(),
-            network_data: None,
+            network_data,
+            image_ca_pem: self.options.image_ca_pem.clone(),
+            lldp_wait_seconds: u32::try_from(self.options.lldp_wait.as_secs()).unwrap_or(u32::MAX),
         };
         let json = serde_json::to_vec(&config).map_err(|e| e.to_string())?;
         let cpio = media::cpio(&[(
@@ -316,29 +336,35 @@ impl AgentService {
     fn with_session<T>(
         &self,
         token: &str,
-        f: impl FnOnce(&mut Entry) -> Result<T, Refused>,
+        f: impl FnOnce(&str, &mut Entry) -> Result<T, Refused>,
     ) -> Result<T, Refused> {
         let mut state = self.lock();
         let key = state.tokens.get(token).cloned().ok_or(Refused::Token)?;
         let entry = state.entries.get_mut(&key).ok_or(Refused::Token)?;
-        f(entry)
+        f(&key, entry)
     }
 
     pub fn instruction(&self, token: &str) -> Result<Instruction, Refused> {
-        self.with_session(token, |e| Ok(e.session.instruction(Instant::now())))
+        self.with_session(token, |_, e| Ok(e.session.instruction(Instant::now())))
     }
 
     pub fn report(&self, token: &str, report: Report) -> Result<(), Refused> {
-        let finished = self.with_session(token, |e| {
+        let finished = self.with_session(token, |key, e| {
             let before = e.session.ending.is_some();
             e.session.report(report, Instant::now());
             let deployed = !before
                 && e.session.ending == Some(Ending::Succeeded)
                 && matches!(e.session.purpose, Purpose::Deploy { .. });
-            Ok(deployed.then(|| (e.fingerprint.clone(), e.session.boot.clone())))
+            Ok(deployed.then(|| {
+                (
+                    key.to_string(),
+                    e.fingerprint.clone(),
+                    e.session.boot.clone(),
+                )
+            }))
         })?;
-        if let Some((fingerprint, boot)) = finished {
-            let key = self.lock().tokens.get(token).cloned().unwrap_or_default();
+        // Written outside the lock: a slow disk must not hold up other agents.
+        if let Some((key, fingerprint, boot)) = finished {
             let record = serde_json::json!({"key": key, "fingerprint": fingerprint, "boot": boot});
             if let Err(e) = std::fs::write(self.record_path(&key), record.to_string()) {
                 tracing::warn!(error = %e, "recording a finished deploy failed");
@@ -374,7 +400,7 @@ impl AgentService {
     }
 
     pub fn config_drive(&self, token: &str) -> Result<Vec<u8>, Refused> {
-        self.with_session(token, |e| {
+        self.with_session(token, |_, e| {
             e.config_drive.clone().ok_or(Refused::NoConfigDrive)
         })
     }
@@ -408,6 +434,8 @@ mod tests {
             api_url: "https://10.0.2.2:6385".into(),
             media_url: "http://127.0.0.1:6386".into(),
             ca_pem: String::new(),
+            image_ca_pem: None,
+            lldp_wait: Duration::ZERO,
             boot_timeout: Duration::from_secs(600),
             silence_timeout: Duration::from_secs(600),
         }
@@ -435,8 +463,8 @@ mod tests {
     async fn tokens_are_per_boot_and_a_finished_deploy_outlives_a_restart() {
         let dir = tempfile::tempdir().unwrap();
         let one = AgentService::new(options(dir.path())).unwrap();
-        one.begin("ns~a", "image-1", deploy(), None);
-        one.begin("ns~b", "image-1", deploy(), None);
+        one.begin("ns~a", "image-1", deploy(), BootData::default());
+        one.begin("ns~b", "image-1", deploy(), BootData::default());
         let (a, b) = (token(&one, "ns~a"), token(&one, "ns~b"));
         assert_ne!(a, b);
         assert_eq!(a.len(), 64);
@@ -474,13 +502,13 @@ mod tests {
             Err(Refused::Token),
             "old tokens die with the process"
         );
-        let again = two.begin("ns~a", "image-1", deploy(), None);
+        let again = two.begin("ns~a", "image-1", deploy(), BootData::default());
         assert_eq!(again.ending, Some(Ending::Succeeded));
         two.end("ns~a");
-        let fresh = two.begin("ns~a", "image-1", deploy(), None);
+        let fresh = two.begin("ns~a", "image-1", deploy(), BootData::default());
         assert_eq!(fresh.ending, None, "ended sessions leave no record");
         two.end("ns~a");
-        let other = two.begin("ns~b", "image-2", deploy(), None);
+        let other = two.begin("ns~b", "image-2", deploy(), BootData::default());
         assert_eq!(other.ending, None);
     }
 }

@@ -134,14 +134,17 @@ impl Session {
             Instruction::Clean { .. } => "cleaning",
             _ => "deploy",
         };
-        let total = report.timings.get("total").copied();
-        for (phase, seconds) in &report.timings {
-            if phase != "total" {
-                self.timings.push((phase.clone(), *seconds));
-            }
-        }
-        if let Some(total) = total {
-            self.timings.push((step.to_string(), total));
+        // A step's own total is its phase unless the agent timed its parts (a deploy's
+        // download+write and config drive), which would only repeat it.
+        let parts: Vec<(String, f64)> = report
+            .timings
+            .iter()
+            .filter(|(phase, _)| *phase != "total")
+            .map(|(phase, seconds)| (phase.clone(), *seconds))
+            .collect();
+        match report.timings.get("total") {
+            Some(total) if parts.is_empty() => self.timings.push((step.to_string(), *total)),
+            _ => self.timings.extend(parts),
         }
         match report.outcome {
             Outcome::Failed { message } => {

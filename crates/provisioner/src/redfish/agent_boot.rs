@@ -15,7 +15,7 @@ use ferrometal_bmc::{BootDevice, PowerAction, PowerState, Protocol};
 use super::RedfishProvisioner;
 use super::host_state::{AgentFinish, HostState};
 use super::provisioner::unsupported;
-use crate::agent::{AgentService, ConfigDriveData, Ending, Media, Progress, Purpose};
+use crate::agent::{AgentService, BootData, ConfigDriveData, Ending, Media, Progress, Purpose};
 use crate::{Deployment, ErrorKind, HostInfo, PhaseTiming, ProvisionerError, Result, Step};
 
 /// What the agent needs for this deployment, or why it cannot be done.
@@ -101,6 +101,21 @@ fn finish_of<'a>(st: &'a mut HostState, progress: &Progress) -> &'a mut AgentFin
     st.agent_finish.as_mut().expect("set above")
 }
 
+/// The ramdisk's addressing from the host's preprovisioning network data (JSON or YAML).
+fn ramdisk_network(host: &HostInfo) -> Result<Option<serde_json::Value>> {
+    let Some(text) = host.preprovisioning_network_data.as_deref() else {
+        return Ok(None);
+    };
+    match crate::config_drive::structured(text) {
+        v @ serde_json::Value::Object(_) => Ok(Some(v)),
+        _ => Err(ProvisionerError::new(
+            ErrorKind::InvalidInput,
+            "spec.preprovisioningNetworkDataName: its networkData is not a network_data.json \
+             object (JSON or YAML)",
+        )),
+    }
+}
+
 fn agent_hardware(progress: &Progress) -> Option<HardwareDetails> {
     let hw = progress.hardware.as_ref()?;
     serde_json::to_value(hw)
@@ -145,7 +160,11 @@ impl RedfishProvisioner {
             spec: Box::new(spec),
             clean,
         };
-        let progress = agent.begin(&host.key, &fingerprint, purpose, drive);
+        let boot = BootData {
+            config_drive: drive,
+            network_data: ramdisk_network(host)?,
+        };
+        let progress = agent.begin(&host.key, &fingerprint, purpose, boot);
         match self.agent_boot(host, agent, &progress, "deploy").await? {
             Step::Done(()) => self.boot_written_disk(host, agent, &progress).await,
             Step::Waiting {
@@ -164,7 +183,11 @@ impl RedfishProvisioner {
         host: &HostInfo,
     ) -> Result<Step<Option<HardwareDetails>>> {
         let agent = self.agent()?;
-        let progress = agent.begin(&host.key, "inspect", Purpose::Inspect, None);
+        let boot = BootData {
+            config_drive: None,
+            network_data: ramdisk_network(host)?,
+        };
+        let progress = agent.begin(&host.key, "inspect", Purpose::Inspect, boot);
         if let Step::Waiting {
             requeue_after,
             reason,
@@ -186,7 +209,11 @@ impl RedfishProvisioner {
     /// Metadata cleaning through the agent (deprovisioning); the host ends powered off.
     pub(super) async fn clean_with_agent(&self, host: &HostInfo) -> Result<Step> {
         let agent = self.agent()?;
-        let progress = agent.begin(&host.key, "clean", Purpose::Clean, None);
+        let boot = BootData {
+            config_drive: None,
+            network_data: ramdisk_network(host)?,
+        };
+        let progress = agent.begin(&host.key, "clean", Purpose::Clean, boot);
         match self.agent_boot(host, agent, &progress, "cleaning").await? {
             Step::Done(()) => self.power_off_after_agent(host, agent, &progress).await,
             waiting => Ok(waiting),
@@ -301,12 +328,8 @@ impl RedfishProvisioner {
         let (mut st, bmc) = self.session(host).await?;
         let st = &mut *st;
         let finish = finish_of(st, progress);
-        if !finish.ejected {
-            if bmc.media_status().await?.inserted {
-                bmc.eject_media().await?;
-            }
-            finish.ejected = true;
-            return self.step_waiting("the deploy agent's media ejected");
+        if let Some(step) = self.eject_once(finish, &*bmc).await? {
+            return Ok(step);
         }
         if !finish.boot_set {
             let mut boot = Self::boot_override(host, BootDevice::Hdd);
@@ -345,12 +368,8 @@ impl RedfishProvisioner {
         let (mut st, bmc) = self.session(host).await?;
         let st = &mut *st;
         let finish = finish_of(st, progress);
-        if !finish.ejected {
-            if bmc.media_status().await?.inserted {
-                bmc.eject_media().await?;
-            }
-            finish.ejected = true;
-            return self.step_waiting("the deploy agent's media ejected");
+        if let Some(step) = self.eject_once(finish, &*bmc).await? {
+            return Ok(step);
         }
         let step = self.drive_power(st, &*bmc, PowerAction::ForceOff).await?;
         if step.is_done() {
@@ -360,6 +379,24 @@ impl RedfishProvisioner {
             agent.end(&host.key);
         }
         Ok(step)
+    }
+
+    /// The agent's media out, once per finished session: the step taken, or `None` when that
+    /// was done already.
+    async fn eject_once(
+        &self,
+        finish: &mut AgentFinish,
+        bmc: &dyn ferrometal_bmc::Bmc,
+    ) -> Result<Option<Step>> {
+        if finish.ejected {
+            return Ok(None);
+        }
+        if bmc.media_status().await?.inserted {
+            bmc.eject_media().await?;
+        }
+        finish.ejected = true;
+        self.step_waiting("the deploy agent's media ejected")
+            .map(Some)
     }
 
     /// Keeps a finished boot's phases for `take_phase_timings`.
