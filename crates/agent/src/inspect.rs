@@ -167,14 +167,30 @@ fn disk(dir: &Path, name: &str, aliases: &BTreeMap<String, Vec<String>>) -> Opti
         .map(|w| parse_wwid(&w))
         .unwrap_or_default();
     let hctl = dir_names(&device.join("scsi_device")).into_iter().min();
+    let model = read_text(&device.join("model"));
+    let vendor = read_text(&device.join("vendor"));
+    // udev's links when it ran; the ramdisk has no udev, so the same names from sysfs.
+    let alternate_names = match aliases.get(name) {
+        Some(names) => names.clone(),
+        None => derived_aliases(
+            dir,
+            name,
+            &DiskIds {
+                vendor: vendor.as_deref(),
+                model: model.as_deref(),
+                serial: serial.as_deref(),
+                wwn: wwn.with_extension.as_deref().or(wwn.wwn.as_deref()),
+            },
+        ),
+    };
     Some(Disk {
         name: format!("/dev/{name}"),
-        alternate_names: aliases.get(name).cloned().unwrap_or_default(),
+        alternate_names,
         rotational,
         type_: Some(type_),
         size_bytes: sectors.saturating_mul(512),
-        vendor: read_text(&device.join("vendor")),
-        model: read_text(&device.join("model")),
+        vendor,
+        model,
         serial_number: serial,
         wwn: wwn.wwn,
         wwn_vendor_extension: wwn.vendor_extension,
@@ -254,6 +270,103 @@ fn disk_aliases(root: &Path) -> BTreeMap<String, Vec<String>> {
         names.sort();
     }
     aliases
+}
+
+/// What a disk's `by-id` names are made of.
+struct DiskIds<'a> {
+    vendor: Option<&'a str>,
+    model: Option<&'a str>,
+    serial: Option<&'a str>,
+    wwn: Option<&'a str>,
+}
+
+/// The `/dev/disk/by-path` and `by-id` names udev would give a disk, from where it sits in
+/// sysfs: `pci-ADDR` (virtio), `pci-ADDR-nvme-NSID`, `pci-ADDR-ata-PORT` and `-ata-PORT.0`,
+/// `pci-ADDR-scsi-H:C:T:L` (host counted from the controller's first); `virtio-SERIAL`,
+/// `nvme-MODEL_SERIAL`, `nvme-EUI`, `ata-MODEL_SERIAL`, `wwn-WWN`. Sorted.
+fn derived_aliases(dir: &Path, name: &str, ids: &DiskIds) -> Vec<String> {
+    let mut names = Vec::new();
+    let clean = |s: &str| s.trim().replace(' ', "_");
+    if let Ok(path) = fs::canonicalize(dir) {
+        let parts: Vec<&str> = path.iter().filter_map(|p| p.to_str()).collect();
+        if let Some(pci) = parts.iter().rposition(|p| is_pci_address(p)) {
+            let base = format!("/dev/disk/by-path/pci-{}", parts[pci]);
+            let below = &parts[pci + 1..];
+            let ata = below
+                .iter()
+                .find_map(|p| p.strip_prefix("ata").and_then(|n| n.parse::<u32>().ok()));
+            let hctl = below.iter().find(|p| {
+                let f: Vec<&str> = p.split(':').collect();
+                f.len() == 4 && f.iter().all(|n| n.parse::<u32>().is_ok())
+            });
+            if name.starts_with("nvme") {
+                if let Some(nsid) = name.rsplit_once('n').map(|(_, n)| n)
+                    && nsid.parse::<u32>().is_ok()
+                {
+                    names.push(format!("{base}-nvme-{nsid}"));
+                }
+            } else if let Some(port) = ata {
+                names.push(format!("{base}-ata-{port}"));
+                names.push(format!("{base}-ata-{port}.0"));
+            } else if let Some(hctl) = hctl {
+                // udev numbers SCSI hosts from the controller's first one.
+                let pci_dir: std::path::PathBuf = parts[..=pci].iter().collect();
+                let first = host_numbers(&pci_dir).into_iter().min().unwrap_or(0);
+                let f: Vec<u32> = hctl.split(':').filter_map(|n| n.parse().ok()).collect();
+                names.push(format!(
+                    "{base}-scsi-{}:{}:{}:{}",
+                    f[0].saturating_sub(first),
+                    f[1],
+                    f[2],
+                    f[3]
+                ));
+            } else if below.iter().any(|p| p.starts_with("virtio")) {
+                names.push(base);
+            }
+        }
+    }
+    let by_id = |s: String| format!("/dev/disk/by-id/{s}");
+    if name.starts_with("vd")
+        && let Some(serial) = ids.serial
+    {
+        names.push(by_id(format!("virtio-{}", clean(serial))));
+    }
+    if name.starts_with("nvme") {
+        if let (Some(model), Some(serial)) = (ids.model, ids.serial) {
+            names.push(by_id(format!("nvme-{}_{}", clean(model), clean(serial))));
+        }
+        if let Some(wwn) = ids.wwn {
+            names.push(by_id(format!("nvme-{wwn}")));
+        }
+    } else if let Some(wwn) = ids.wwn {
+        names.push(by_id(format!("wwn-{wwn}")));
+    }
+    if ids.vendor.map(str::trim) == Some("ATA")
+        && let (Some(model), Some(serial)) = (ids.model, ids.serial)
+    {
+        names.push(by_id(format!("ata-{}_{}", clean(model), clean(serial))));
+    }
+    names.sort();
+    names
+}
+
+/// The N of every `hostN` directly under a controller's device directory or one level down
+/// (virtio-scsi puts its host under `virtioN`).
+fn host_numbers(pci_dir: &Path) -> Vec<u32> {
+    let number = |n: &str| n.strip_prefix("host").and_then(|n| n.parse::<u32>().ok());
+    let mut found = Vec::new();
+    for child in dir_names(pci_dir) {
+        if let Some(n) = number(&child) {
+            found.push(n);
+        } else if child.starts_with("virtio") || child.starts_with("ata") {
+            found.extend(
+                dir_names(&pci_dir.join(&child))
+                    .iter()
+                    .filter_map(|c| number(c)),
+            );
+        }
+    }
+    found
 }
 
 /// The physical NICs under `sys/class/net`, sorted by name: not `lo`, none without a `device`
@@ -770,6 +883,40 @@ mod tests {
         let mut no_ips = want;
         no_ips.nics[1].ip = None;
         assert_eq!(inspect(root.path()), no_ips);
+    }
+
+    #[test]
+    fn without_udev_the_alternate_names_come_from_sysfs() {
+        let root = q35();
+        fs::remove_dir_all(root.path().join("dev/disk")).unwrap();
+        assert_eq!(
+            inspect_with(root.path(), &ips()).storage,
+            expected().storage
+        );
+    }
+
+    #[test]
+    fn a_virtio_scsi_disk_is_named_by_its_controller_and_lun() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tmp.path();
+        let ctl = "sys/devices/pci0000:00/0000:00:05.0";
+        let sdb = format!("{ctl}/virtio2/host2/target2:0:1:0/2:0:1:0/block/sdb");
+        mkdir(r, &sdb);
+        mkdir(r, &format!("{ctl}/virtio2/host3"));
+        link(r, "sys/block/sdb", &format!("../{}", &sdb[4..]));
+        let ids = DiskIds {
+            vendor: Some("QEMU"),
+            model: Some("QEMU HARDDISK"),
+            serial: Some("s1"),
+            wwn: Some("0x5000c50015ea71ac"),
+        };
+        assert_eq!(
+            derived_aliases(&r.join("sys/block/sdb"), "sdb", &ids),
+            [
+                "/dev/disk/by-id/wwn-0x5000c50015ea71ac",
+                "/dev/disk/by-path/pci-0000:00:05.0-scsi-0:0:1:0",
+            ]
+        );
     }
 
     #[test]
