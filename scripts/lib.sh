@@ -14,6 +14,26 @@ s.close()
 PY
 }
 
+# free_udp_port_pair: print a UDP port P on 127.0.0.1 such that P and P+1 are both free now.
+free_udp_port_pair() {
+  python3 - <<'PY'
+import socket
+while True:
+    a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    a.bind(("127.0.0.1", 0))
+    port = a.getsockname()[1]
+    b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        b.bind(("127.0.0.1", port + 1))
+    except OSError:
+        a.close(); b.close()
+        continue
+    a.close(); b.close()
+    print(port)
+    break
+PY
+}
+
 # wait_port PORT [SECONDS]: wait until something accepts connections on 127.0.0.1:PORT.
 wait_port() {
   local port=$1 limit=${2:-20} i

@@ -4,12 +4,15 @@
 #
 #   scripts/vmlab.sh up N [--uefi|--legacy] [--disk 4G] [--disks 1] [--ram 1024] [--cpus 1]
 #                         [--nics 2] [--name PREFIX] [--namespace default]
-#                         [--scheme redfish-virtualmedia] [--state DIR]
+#                         [--scheme redfish-virtualmedia] [--switch-port] [--state DIR]
 #       Installs what it needs (Debian packages, a sushy-tools venv), starts libvirtd and virtlogd
 #       if they are not running, defines N powered-off VMs named fmlab-PREFIX-0..N-1 (PREFIX
 #       random unless given), starts sushy-tools on 127.0.0.1 (free port, basic auth, a random
 #       password) showing only those VMs, and prints key=value lines: state, summary (lab.json),
 #       manifests (Secret + BareMetalHost for every VM), sushy (its URL).
+#       --switch-port gives each VM one more NIC (after the others) whose wire is a UDP socket:
+#       every datagram sent to 127.0.0.1:PORT (lab.json: switch_port) arrives on it as an
+#       Ethernet frame, as a switch's LLDP frames would.
 #       Running it again on the same state reuses a healthy lab with the same shape, and refuses
 #       anything else; a failed `up` removes what it had made.
 #   scripts/vmlab.sh down [--state DIR]       destroys and undefines the VMs, deletes their volumes
@@ -159,6 +162,7 @@ ensure_host() {
 # --- the lab's record in its state dir ---
 # lab.env   shell variables (LAB_*), LAB_COMPLETE=1 once everything is up
 # vms.tsv   name uuid macs(comma) disks(comma, volume names) console-log, written before defining
+# switch.tsv  name port mac, with --switch-port: the UDP port feeding the VM's last NIC
 # sushy/    config.py, htpasswd, password (0600), pid, port, sushy.log, tmp/ (its downloads)
 # console/  NAME.log (serial console, appended across power cycles; kept by down)
 # nvram/    UEFI variable stores; xml/ the domain XML as defined; hosts/ + hosts.yaml; lab.json
@@ -181,6 +185,7 @@ write_env() {
       "$LAB_ID" "$LAB_PREFIX" "$LAB_COUNT" "$LAB_MODE" "$LAB_DISK" "$LAB_DISKS"
     printf 'LAB_RAM=%q\nLAB_CPUS=%q\nLAB_NICS=%q\nLAB_NAMESPACE=%q\nLAB_SCHEME=%q\n' \
       "$LAB_RAM" "$LAB_CPUS" "$LAB_NICS" "$LAB_NAMESPACE" "$LAB_SCHEME"
+    printf 'LAB_SWITCH=%q\n' "${LAB_SWITCH:-0}"
     printf 'LAB_PORT=%q\nLAB_USER=%q\nLAB_RUN=%q\nLAB_COMPLETE=%q\n' \
       "${LAB_PORT:-}" "${LAB_USER:-admin}" "${LAB_RUN:-}" "${LAB_COMPLETE:-0}"
   } >"$tmp"
@@ -191,8 +196,9 @@ sushy_alive() {
   [ -f "$STATE/sushy/pid" ] && kill -0 "$(cat "$STATE/sushy/pid")" 2>/dev/null
 }
 
-domain_xml() { # name uuid mode ram cpus macs disks console
+domain_xml() { # name uuid mode ram cpus macs disks console [switch-port switch-mac]
   local name=$1 uuid=$2 mode=$3 ram=$4 cpus=$5 macs=$6 disks=$7 console=$8 mac vol k=0 loader
+  local sport=${9:-} smac=${10:-}
   if [ "$mode" = UEFI ]; then
     loader="<loader readonly='yes' type='pflash'>$OVMF_CODE</loader>
     <nvram template='$OVMF_VARS'>$STATE/nvram/${name}_VARS.fd</nvram>"
@@ -245,6 +251,18 @@ XML
     </interface>
 XML
   done
+  if [ -n "$sport" ]; then
+    # Frames the guest sends go to a port nobody reads (the discard port's neighbour).
+    cat <<XML
+    <interface type='udp'>
+      <mac address='$smac'/>
+      <source address='127.0.0.1' port='$((sport + 1))'>
+        <local address='127.0.0.1' port='$sport'/>
+      </source>
+      <model type='virtio'/>
+    </interface>
+XML
+  fi
   cat <<XML
     <serial type='file'>
       <source path='$console' append='on'/>
@@ -276,12 +294,19 @@ port = env["LAB_PORT"]
 url = f"http://127.0.0.1:{port}"
 mode = env["LAB_MODE"]
 vms, docs = [], []
+switches = {}
+if os.path.exists(os.path.join(state, "switch.tsv")):
+    for line in open(os.path.join(state, "switch.tsv")):
+        vm, port, mac = line.rstrip("\n").split("\t")
+        switches[vm] = (port, mac)
 old = os.umask(0o077)
 for line in open(os.path.join(state, "vms.tsv")):
     name, uuid, macs, disks, console = line.rstrip("\n").split("\t")
     macs = macs.split(",")
     address = f"{env['LAB_SCHEME']}+{url}/redfish/v1/Systems/{uuid}"
+    switch = switches.get(name)
     vms.append({
+        "switch_port": switch and {"port": int(switch[0]), "mac": switch[1]},
         "name": name, "uuid": uuid, "macs": macs, "boot_mac": macs[0],
         "volumes": disks.split(","), "console_log": console,
         "boot_mode": mode, "bmc_address": address,
@@ -446,6 +471,7 @@ cmd_up() {
   [[ "$count" =~ ^[0-9]+$ ]] && [ "$count" -ge 1 ] && [ "$count" -le 256 ] || die "usage: vmlab.sh up N [options] (1 <= N <= 256)"
   shift
   local mode=UEFI disk=4G disks=1 ram=1024 cpus=1 nics=2 name="" ns=default scheme=redfish-virtualmedia
+  local switch=0
   while [ $# -gt 0 ]; do
     case "$1" in
       --uefi) mode=UEFI; shift ;;
@@ -458,6 +484,7 @@ cmd_up() {
       --name) name=$2; shift 2 ;;
       --namespace) ns=$2; shift 2 ;;
       --scheme) scheme=$2; shift 2 ;;
+      --switch-port) switch=1; shift ;;
       --state) STATE=$2; shift 2 ;;
       *) die "unknown option $1" ;;
     esac
@@ -484,6 +511,7 @@ cmd_up() {
     if [ "$LAB_COUNT" != "$count" ] || [ "$LAB_MODE" != "$mode" ] || [ "$LAB_DISK" != "$disk" ] ||
       [ "$LAB_DISKS" != "$disks" ] || [ "$LAB_RAM" != "$ram" ] || [ "$LAB_CPUS" != "$cpus" ] ||
       [ "$LAB_NICS" != "$nics" ] || [ "$LAB_NAMESPACE" != "$ns" ] || [ "$LAB_SCHEME" != "$scheme" ] ||
+      [ "${LAB_SWITCH:-0}" != "$switch" ] ||
       { [ -n "$name" ] && [ "$LAB_PREFIX" != "fmlab-$name" ]; }; then
       die "$STATE already holds another lab ($LAB_PREFIX: $LAB_COUNT x $LAB_MODE): run scripts/vmlab.sh down --state $STATE first"
     fi
@@ -503,6 +531,7 @@ cmd_up() {
   LAB_PREFIX="fmlab-${name:-${LAB_ID:0:6}}"
   LAB_COUNT=$count LAB_MODE=$mode LAB_DISK=$disk LAB_DISKS=$disks LAB_RAM=$ram LAB_CPUS=$cpus
   LAB_NICS=$nics LAB_NAMESPACE=$ns LAB_SCHEME=$scheme LAB_USER=admin LAB_COMPLETE=0
+  LAB_SWITCH=$switch
   LAB_RUN=${FERROMETAL_TEST_RUN:-}
   local existing
   existing=$(vsh list --all --name)
@@ -516,10 +545,11 @@ cmd_up() {
   # From here on a failure removes whatever this `up` made.
   write_env
   : >"$STATE/vms.tsv"
+  rm -f "$STATE/switch.tsv"
   # shellcheck disable=SC2154 # status is set by the trap itself
   trap 'status=$?; if [ "$LAB_COMPLETE" != 1 ]; then say "up failed: taking the half-made lab down"; exec 9>&-; "$SELF" down --state "$STATE" >&2 || true; fi; exit $status' EXIT
   mkdir -p "$STATE/console" "$STATE/nvram" "$STATE/xml"
-  local r1 r2 i j k vm uuid macs vols console
+  local r1 r2 i j k vm uuid macs vols console sport smac
   r1=$(od -An -N1 -tu1 /dev/urandom | tr -d ' ')
   r2=$(od -An -N1 -tu1 /dev/urandom | tr -d ' ')
   for ((i = 0; i < count; i++)); do
@@ -539,7 +569,13 @@ cmd_up() {
     for k in ${vols//,/ }; do
       vsh vol-create-as "$POOL" "$k" "$disk" --format qcow2 >/dev/null
     done
-    domain_xml "$vm" "$uuid" "$mode" "$ram" "$cpus" "$macs" "$vols" "$console" >"$STATE/xml/$vm.xml"
+    sport="" smac=""
+    if [ "$switch" = 1 ]; then
+      sport=$(free_udp_port_pair)
+      smac=$(printf '52:54:%02x:%02x:%02x:fe' "$r1" "$r2" "$i")
+      printf '%s\t%s\t%s\n' "$vm" "$sport" "$smac" >>"$STATE/switch.tsv"
+    fi
+    domain_xml "$vm" "$uuid" "$mode" "$ram" "$cpus" "$macs" "$vols" "$console" "$sport" "$smac" >"$STATE/xml/$vm.xml"
     vsh define "$STATE/xml/$vm.xml" >/dev/null
   done
   start_sushy

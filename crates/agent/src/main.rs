@@ -9,19 +9,15 @@ use std::time::{Duration, Instant};
 
 use ferrometal_agent::api::{Api, error_chain};
 use ferrometal_agent::protocol::{AgentConfig, CONFIG_PATH, Instruction, Outcome, Report};
-use ferrometal_agent::{clean, deploy, inspect};
+use ferrometal_agent::{clean, deploy, inspect, lldp, network};
 
 fn log(text: &str) {
     // The console is the ramdisk's only log; the lab's tests read it too.
     println!("ferrometal-agent: {text}");
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
-    let path = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| CONFIG_PATH.to_string());
-    let config: AgentConfig = match std::fs::read(&path)
+fn read_config(path: &str) -> AgentConfig {
+    match std::fs::read(path)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
     {
@@ -30,7 +26,83 @@ async fn main() {
             log(&format!("cannot read the configuration {path}: {e}"));
             std::process::exit(2);
         }
+    }
+}
+
+/// `ferrometal-agent network [CONFIG]`, run once by the ramdisk's init before the agent:
+/// applies the host's network data. Exits 0 when applied, 3 when there is none (init leases
+/// by DHCP), 1 when it could not be applied (init falls back to DHCP, the console says why).
+fn configure_network(path: &str) -> ! {
+    let config = read_config(path);
+    let Some(data) = &config.network_data else {
+        std::process::exit(3);
     };
+    let nics: Vec<network::Nic> = std::fs::read_dir("/sys/class/net")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let mac = std::fs::read_to_string(e.path().join("address")).ok()?;
+            (name != "lo").then(|| network::Nic {
+                name,
+                mac: mac.trim().to_string(),
+            })
+        })
+        .collect();
+    let steps = match network::plan(data, &nics) {
+        Ok(s) => s,
+        Err(e) => {
+            log(&format!("the host's network data cannot be applied: {e}"));
+            std::process::exit(1);
+        }
+    };
+    for step in steps {
+        let (what, ok) = match &step {
+            network::Step::Ip(args) => (
+                format!("ip {}", args.join(" ")),
+                std::process::Command::new("ip")
+                    .args(args)
+                    .status()
+                    .is_ok_and(|s| s.success()),
+            ),
+            network::Step::Dhcp(dev) => (
+                format!("DHCP on {dev}"),
+                std::process::Command::new("udhcpc")
+                    .args(["-i", dev, "-n", "-q", "-t", "5", "-T", "1"])
+                    .args(["-s", "/etc/udhcpc.script"])
+                    .status()
+                    .is_ok_and(|s| s.success()),
+            ),
+            network::Step::Resolv(servers) => {
+                let text: String = servers
+                    .iter()
+                    .map(|s| format!("nameserver {s}\n"))
+                    .collect();
+                (
+                    format!("name servers {}", servers.join(" ")),
+                    std::fs::write("/etc/resolv.conf", text).is_ok(),
+                )
+            }
+        };
+        if !ok {
+            log(&format!("network data: {what} failed"));
+            std::process::exit(1);
+        }
+        log(&format!("network data: {what}"));
+    }
+    std::process::exit(0);
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("network") {
+        args.next();
+        configure_network(&args.next().unwrap_or_else(|| CONFIG_PATH.to_string()));
+    }
+    let path = args.next().unwrap_or_else(|| CONFIG_PATH.to_string());
+    let config = read_config(&path);
     let api = match Api::new(&config) {
         Ok(api) => api,
         Err(e) => {
@@ -38,10 +110,17 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    // Images come from anywhere the user points: the system's roots plus serve's CA.
+    // Images come from anywhere the user points: the system's roots, serve's CA and the CAs
+    // the operator added for image servers.
     let mut images = reqwest::Client::builder().connect_timeout(Duration::from_secs(30));
     if let Ok(ca) = reqwest::Certificate::from_pem(config.ca_pem.as_bytes()) {
         images = images.tls_certs_merge([ca]);
+    }
+    if let Some(pem) = &config.image_ca_pem {
+        match reqwest::Certificate::from_pem_bundle(pem.as_bytes()) {
+            Ok(cas) => images = images.tls_certs_merge(cas),
+            Err(e) => log(&format!("the image CA bundle is unreadable: {e}")),
+        }
     }
     let images = images.build().unwrap_or_default();
     log(&format!("up; agent API {}", config.api_url));
@@ -82,7 +161,8 @@ async fn main() {
             }
             Instruction::Inspect { id } => {
                 log("inspecting");
-                let hardware = inspect::inspect_with(root, &addresses());
+                let mut hardware = inspect::inspect_with(root, &addresses());
+                hear_switches(&mut hardware, config.lldp_wait_seconds);
                 (
                     id,
                     Outcome::Inspected {
@@ -119,6 +199,56 @@ async fn main() {
             .entry("total".to_string())
             .or_insert_with(|| started.elapsed().as_secs_f64());
         send(&api, &report(id, outcome, timings, rate)).await;
+    }
+}
+
+/// Listens for LLDP on every NIC (brought up first: a NIC the network data left alone is
+/// down) and puts each switch port's VLANs on its NIC, as metal3 reports them.
+fn hear_switches(hardware: &mut ferrometal_agent::protocol::Hardware, wait_seconds: u32) {
+    if wait_seconds == 0 || hardware.nics.is_empty() {
+        return;
+    }
+    let mut interfaces = Vec::new();
+    for nic in &hardware.nics {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "set", &nic.name, "up"])
+            .status();
+        let index = std::fs::read_to_string(format!("/sys/class/net/{}/ifindex", nic.name))
+            .ok()
+            .and_then(|i| i.trim().parse::<i32>().ok());
+        if let Some(index) = index {
+            interfaces.push((nic.name.clone(), index));
+        }
+    }
+    log(&format!("listening for LLDP for up to {wait_seconds} s"));
+    let (heard, errors) = lldp::listen(&interfaces, Duration::from_secs(u64::from(wait_seconds)));
+    for e in errors {
+        log(&format!("LLDP: {e}"));
+    }
+    for nic in &mut hardware.nics {
+        let Some(n) = heard.get(&nic.name) else {
+            continue;
+        };
+        log(&format!(
+            "LLDP on {}: switch {} port {}, untagged VLAN {}, VLANs {:?}",
+            nic.name,
+            n.system_name
+                .as_deref()
+                .or(n.chassis_id.as_deref())
+                .unwrap_or("?"),
+            n.port_id.as_deref().unwrap_or("?"),
+            n.port_vlan_id.map_or("none".to_string(), |v| v.to_string()),
+            n.vlans.iter().filter_map(|v| v.id).collect::<Vec<_>>()
+        ));
+        if n.port_vlan_id.is_some() {
+            nic.vlan_id = n.port_vlan_id;
+        }
+        for vlan in &n.vlans {
+            if !nic.vlans.iter().any(|v| v.id == vlan.id) {
+                nic.vlans.push(vlan.clone());
+            }
+        }
+        nic.vlans.sort_by_key(|v| v.id);
     }
 }
 

@@ -34,6 +34,14 @@ pub struct AgentConfig {
     /// `preprovisioningNetworkDataName`); DHCP on every NIC when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_data: Option<serde_json::Value>,
+    /// PEM certificates trusted for image and checksum downloads besides the system's roots
+    /// (an image server signed by a private CA; `--agent-image-ca`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_ca_pem: Option<String>,
+    /// How long inspection listens for LLDP on the NICs (0: not at all); it stops sooner once
+    /// every NIC heard its switch.
+    #[serde(default)]
+    pub lldp_wait_seconds: u32,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -42,6 +50,7 @@ impl std::fmt::Debug for AgentConfig {
             .field("api_url", &self.api_url)
             .field("token", &"<redacted>")
             .field("network_data", &self.network_data.is_some())
+            .field("image_ca_pem", &self.image_ca_pem.is_some())
             .finish()
     }
 }
@@ -332,6 +341,8 @@ mod tests {
             ca_pem: "PEM".into(),
             token: "s3cret-token".into(),
             network_data: None,
+            image_ca_pem: None,
+            lldp_wait_seconds: 0,
         };
         let shown = format!("{config:?}");
         assert!(!shown.contains("s3cret"), "{shown}");

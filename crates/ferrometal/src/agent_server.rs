@@ -34,6 +34,9 @@ pub struct AgentServerConfig {
     pub url: Option<String>,
     pub media_listen: SocketAddr,
     pub media_url: Option<String>,
+    /// PEM bundle the agent trusts for image downloads besides the system's roots.
+    pub image_ca: Option<PathBuf>,
+    pub lldp_wait: Duration,
     pub boot_timeout: Duration,
     pub silence_timeout: Duration,
 }
@@ -82,6 +85,23 @@ pub async fn start(config: AgentServerConfig) -> anyhow::Result<Arc<AgentService
         .context("the agent API's certificate")?;
     let ca_pem = std::fs::read_to_string(&tls.ca).context("reading the CA")?;
     let tls_config = ferrometal_apiserver::tls::server_config(&tls)?;
+    let image_ca_pem = match &config.image_ca {
+        Some(path) => {
+            let pem = std::fs::read_to_string(path)
+                .with_context(|| format!("--agent-image-ca {}", path.display()))?;
+            use tokio_rustls::rustls::pki_types::{CertificateDer, pem::PemObject};
+            let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .with_context(|| format!("--agent-image-ca {}", path.display()))?;
+            anyhow::ensure!(
+                !certs.is_empty(),
+                "--agent-image-ca {}: no PEM certificate in it",
+                path.display()
+            );
+            Some(pem)
+        }
+        None => None,
+    };
     let service = AgentService::new(AgentOptions {
         ramdisk_iso: ramdisk,
         work_dir: config.work_dir.clone(),
@@ -89,6 +109,8 @@ pub async fn start(config: AgentServerConfig) -> anyhow::Result<Arc<AgentService
         api_url: api_url.clone(),
         media_url: media_url.clone(),
         ca_pem,
+        image_ca_pem,
+        lldp_wait: config.lldp_wait,
         boot_timeout: config.boot_timeout,
         silence_timeout: config.silence_timeout,
     })

@@ -130,6 +130,8 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         agent_url: None,
         agent_media_listen: "127.0.0.1:0".parse()?,
         agent_media_url: None,
+        agent_image_ca: None,
+        agent_lldp_wait: Duration::from_secs(30),
         agent_boot_timeout: Duration::from_secs(600),
         agent_silence_timeout: Duration::from_secs(1800),
         no_rufio: false,

@@ -113,6 +113,14 @@ pub struct ControllerArgs {
     /// The media server's URL as BMCs reach it. Default: http://MEDIA-LISTEN.
     #[arg(long)]
     pub agent_media_url: Option<String>,
+    /// PEM file of CA certificates the deploy agent trusts for image and checksum downloads
+    /// besides the system's roots (image servers signed by a private CA).
+    #[arg(long)]
+    pub agent_image_ca: Option<std::path::PathBuf>,
+    /// How long in-band inspection listens for LLDP on each NIC (a switch's VLANs become the
+    /// NIC's `vlans` and `vlanId`); it stops sooner once every NIC heard one. `0s`: never.
+    #[arg(long, default_value = "30s", value_parser = crate::duration::parse_duration)]
+    pub agent_lldp_wait: Duration,
     /// How long a host booting the agent ramdisk may take to call the agent API.
     #[arg(long, default_value = "10m", value_parser = crate::duration::parse_duration)]
     pub agent_boot_timeout: Duration,
@@ -197,6 +205,8 @@ impl ControllerArgs {
                         url: self.agent_url.clone(),
                         media_listen: self.agent_media_listen,
                         media_url: self.agent_media_url.clone(),
+                        image_ca: self.agent_image_ca.clone(),
+                        lldp_wait: self.agent_lldp_wait,
                         boot_timeout: self.agent_boot_timeout,
                         silence_timeout: self.agent_silence_timeout,
                     })

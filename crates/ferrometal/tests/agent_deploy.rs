@@ -6,10 +6,13 @@
 
 mod serve_common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ferrometal_test_support::peers::FileServer;
-use ferrometal_test_support::vmlab::{Firmware, Lab, Vm, agent_ramdisk, guest_images, publish};
+use ferrometal_test_support::vmlab::{
+    Firmware, Lab, Vm, agent_ramdisk, guest_images, lldp_frame, publish,
+};
 use serde_json::Value;
 use serve_common::{Serve, free_port, serve};
 
@@ -119,42 +122,85 @@ fn serve_on(dir: &std::path::Path, ports: Ports, extra: &[&str]) -> Serve {
     serve(dir, ports.api_server, &flags)
 }
 
-fn serve_with_agent(dir: &std::path::Path) -> (Serve, u16, u16) {
-    let ports = Ports::free();
-    (serve_on(dir, ports, &[]), ports.agent, ports.metrics)
-}
-
 /// In-band inspection, then a tenant's HostClaim with a qcow2 image and cloud-init user data:
 /// cleaning, the image and a config drive written, the disk booted; releasing the claim cleans
 /// the disk again. On a UEFI VM.
 #[test]
 fn a_tenant_claim_deploys_a_qcow2_image_through_the_agent_on_a_uefi_vm() {
-    let lab = Lab::up_with_disk(1, Firmware::Uefi, "infra", "5G");
+    let lab = Lab::up_with_switch(1, Firmware::Uefi, "infra", "5G");
     let vm = lab.vm(0).clone();
+    let switch_mac = vm.switch_port.as_ref().unwrap().mac.clone();
+    // The switch port announces itself every half second while the test runs.
+    let frame = lldp_frame(
+        "leaf-7",
+        "Ethernet1/12",
+        100,
+        &[(100, "mgmt"), (200, "prov-20")],
+    );
+    let announcing = AtomicBool::new(true);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while announcing.load(Ordering::Relaxed) {
+                lab.send_frame(&vm, &frame);
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        // Stops the announcements however the test ends (the scope waits for the thread).
+        let _stop = StopOnDrop(&announcing);
+        tenant_claim_on(&lab, &vm, &switch_mac);
+    });
+}
+
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+fn tenant_claim_on(lab: &Lab, vm: &Vm, switch_mac: &str) {
     let files = FileServer::start();
     let images = guest_images();
     publish(files.dir.path(), "disk.qcow2", &images.disk_qcow2);
     let qcow2 = std::fs::read(&images.disk_qcow2).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (s, _, metrics) = serve_with_agent(dir.path());
+    let ports = Ports::free();
+    let metrics = ports.metrics;
+    let s = serve_on(dir.path(), ports, &["--agent-lldp-wait", "20s"]);
     s.ok(&["create", "namespace", "infra"]);
     s.ok(&["create", "namespace", "tenant-a"]);
+    // A provisioning network without DHCP, as far as the ramdisk knows: a static address
+    // (QEMU's user-mode network routes any address of 10.0.2.0/24; its DHCP gives .15).
+    let network = format!(
+        r#"{{"links":[{{"id":"prov","type":"phy","ethernet_mac_address":"{}"}}],"networks":[{{"id":"p","type":"ipv4","link":"prov","ip_address":"10.0.2.50","netmask":"255.255.255.0","routes":[{{"network":"0.0.0.0","netmask":"0.0.0.0","gateway":"10.0.2.2"}}]}}],"services":[{{"type":"dns","address":"10.0.2.3"}}]}}"#,
+        vm.boot_mac.to_uppercase()
+    );
+    s.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "-n",
+        "infra",
+        "ramdisk-net",
+        &format!("--from-literal=networkData={network}"),
+    ]);
     let manifests = lab.manifests().replace(
         "  online: false\n",
-        "  online: false\n  inspectionMode: agent\n",
+        "  online: false\n  inspectionMode: agent\n  preprovisioningNetworkDataName: ramdisk-net\n",
     );
     assert!(manifests.contains("inspectionMode: agent"));
     s.kubectl_stdin(&["apply", "-f", "-"], Some(&manifests));
     s.ok(&["label", "bmh", "-n", "infra", &vm.name, "pool=lab"]);
 
     // In-band inspection: the agent's view of the VM (CPU flags are nothing a BMC reports).
-    wait_for(&s, &lab, &vm, "available", || {
+    wait_for(&s, lab, vm, "available", || {
         state(&host(&s, "infra", &vm.name)) == "available"
     });
     assert!(
-        lab.console(&vm).contains("ferrometal-agent: inspecting"),
+        lab.console(vm).contains("ferrometal-agent: inspecting"),
         "{}",
-        lab.console(&vm)
+        lab.console(vm)
     );
     let hw: Value = serde_json::from_str(&s.ok(&[
         "get",
@@ -180,19 +226,62 @@ fn a_tenant_claim_deploys_a_qcow2_image_through_the_agent_on_a_uefi_vm() {
     assert_eq!(disks.len(), 1, "{hw}");
     assert_eq!(disks[0]["name"], "/dev/vda", "{hw}");
     assert_eq!(disks[0]["sizeBytes"], 5u64 << 30, "{hw}");
+    // The ramdisk has no udev; the names it would give come from sysfs (checked against the
+    // domain below).
     let macs: Vec<&str> = hw["nics"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(|n| n["mac"].as_str())
         .collect();
-    assert_eq!(macs, [vm.boot_mac.as_str()], "{hw}");
+    assert_eq!(macs, [vm.boot_mac.as_str(), switch_mac], "{hw}");
+    // Where libvirt put the devices, as the agent read them from sysfs; QEMU's SMBIOS.
+    for (nic, mac) in hw["nics"].as_array().unwrap().iter().zip(&macs) {
+        assert_eq!(nic["pciAddress"], lab.pci_address(vm, mac), "{hw}");
+    }
+    let by_path = format!("/dev/disk/by-path/pci-{}", lab.pci_address(vm, "vda"));
+    assert!(
+        disks[0]["alternateNames"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|n| n == by_path.as_str())),
+        "{by_path} in {hw}"
+    );
+    assert_eq!(hw["systemVendor"]["manufacturer"], "QEMU", "{hw}");
+    assert!(
+        hw["systemVendor"]["productName"]
+            .as_str()
+            .is_some_and(|p| p.contains("Q35")),
+        "the domain's machine is q35: {hw}"
+    );
+    assert!(
+        hw["firmware"]["bios"]["vendor"]
+            .as_str()
+            .is_some_and(|v| !v.is_empty()),
+        "{hw}"
+    );
+    // The switch port's LLDP: its untagged VLAN and the VLANs it carries, as metal3 shows them.
+    assert_eq!(hw["nics"][1]["vlanId"], 100, "{hw}");
     assert_eq!(
-        lab.domain_state(&vm),
+        hw["nics"][1]["vlans"],
+        serde_json::json!([{"id": 100, "name": "mgmt"}, {"id": 200, "name": "prov-20"}]),
+        "{hw}"
+    );
+    assert!(hw["nics"][0].get("vlanId").is_none(), "{hw}");
+    assert!(lab.console(vm).contains("LLDP on"), "{}", lab.console(vm));
+    // The ramdisk took the static address, not a lease.
+    assert_eq!(hw["nics"][0]["ip"], "10.0.2.50", "{hw}");
+    assert!(
+        lab.console(vm)
+            .contains("ferrometal-agent: network data: ip -4 addr add 10.0.2.50/24"),
+        "{}",
+        lab.console(vm)
+    );
+    assert_eq!(
+        lab.domain_state(vm),
         "shut off",
         "powered off after inspection"
     );
-    assert_eq!(lab.virtual_cd(&vm)["Inserted"], false, "media ejected");
+    assert_eq!(lab.virtual_cd(vm)["Inserted"], false, "media ejected");
 
     // The tenant claims the host with a qcow2 image and cloud-init user data.
     s.lend("infra", "tenant-a");
@@ -217,10 +306,10 @@ fn a_tenant_claim_deploys_a_qcow2_image_through_the_agent_on_a_uefi_vm() {
     );
     let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&claim));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    wait_for(&s, &lab, &vm, "the first boot from the disk", || {
-        lab.console(&vm).contains(FIRSTBOOT)
+    wait_for(&s, lab, vm, "the first boot from the disk", || {
+        lab.console(vm).contains(FIRSTBOOT)
     });
-    let line = lab.wait_console(&vm, FIRSTBOOT, 0, BOOT);
+    let line = lab.wait_console(vm, FIRSTBOOT, 0, BOOT);
     assert!(
         line.contains(&format!("\"hostname\":\"{}\"", vm.name)),
         "{line}"
@@ -231,13 +320,13 @@ fn a_tenant_claim_deploys_a_qcow2_image_through_the_agent_on_a_uefi_vm() {
     );
     assert!(line.contains("\"source\":\"config-2\""), "{line}");
     assert!(line.contains("\"boot\":\"uefi\""), "{line}");
-    wait_for(&s, &lab, &vm, "provisioned", || {
+    wait_for(&s, lab, vm, "provisioned", || {
         state(&host(&s, "infra", &vm.name)) == "provisioned"
     });
-    let console = lab.console(&vm);
+    let console = lab.console(vm);
     assert!(console.contains("ferrometal-agent: cleaning"), "{console}");
     assert!(console.contains("ferrometal-agent: deploying"), "{console}");
-    assert_eq!(lab.virtual_cd(&vm)["Inserted"], false, "media ejected");
+    assert_eq!(lab.virtual_cd(vm)["Inserted"], false, "media ejected");
 
     // Where the time went: an Event per phase, an annotation `kubectl describe` shows, and the
     // phase histogram on /metrics.
@@ -267,7 +356,7 @@ fn a_tenant_claim_deploys_a_qcow2_image_through_the_agent_on_a_uefi_vm() {
         ),
         "{text}"
     );
-    wait_for(&s, &lab, &vm, "the claim ready", || {
+    wait_for(&s, lab, vm, "the claim ready", || {
         let c: Value = serde_json::from_slice(
             &s.kubectl_with(&alice, &["get", "hostclaim", "web", "-o", "json"], None)
                 .stdout,
@@ -301,6 +390,10 @@ fn a_tenant_claim_deploys_a_qcow2_image_through_the_agent_on_a_uefi_vm() {
         assert!(!seen.contains(secret), "{secret} in {seen}");
     }
 
+    // The written disk, as the VM holds it: a GPT and its partitions.
+    let partitions = gpt_partition_starts(&lab.read_disk(vm, 0, 1 << 20));
+    assert!(!partitions.is_empty(), "the deployed disk has partitions");
+
     // Releasing the claim deprovisions: the agent cleans the disk, the host is available.
     let o = s.kubectl_with(
         &alice,
@@ -308,15 +401,47 @@ fn a_tenant_claim_deploys_a_qcow2_image_through_the_agent_on_a_uefi_vm() {
         None,
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    wait_for(&s, &lab, &vm, "available again", || {
+    wait_for(&s, lab, vm, "available again", || {
         state(&host(&s, "infra", &vm.name)) == "available"
     });
     assert_eq!(
-        lab.console(&vm)
+        lab.console(vm)
             .matches("ferrometal-agent: cleaning")
             .count(),
         2
     );
+    // Cleaned, read from the VM's disk: no partition table at either end, and no file system
+    // signature where each partition began.
+    let size = lab.disk_size(vm);
+    assert!(zero(&lab.read_disk(vm, 0, 1 << 20)), "first MiB");
+    assert!(
+        zero(&lab.read_disk(vm, size - (1 << 20), 1 << 20)),
+        "last MiB"
+    );
+    for start in partitions {
+        assert!(
+            zero(&lab.read_disk(vm, start, 64 << 10)),
+            "partition at byte {start}"
+        );
+    }
+}
+
+fn zero(bytes: &[u8]) -> bool {
+    bytes.iter().all(|b| *b == 0)
+}
+
+/// Byte offsets where the partitions of a GPT disk begin, from its first MiB (header at LBA 1,
+/// entries from LBA 2, 128 bytes each, start LBA at byte 32 of an entry).
+fn gpt_partition_starts(head: &[u8]) -> Vec<u64> {
+    assert_eq!(&head[512..520], b"EFI PART", "no GPT header");
+    let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let entries_lba = u64_at(head, 512 + 72) as usize;
+    head[entries_lba * 512..]
+        .chunks(128)
+        .take(128)
+        .filter(|e| e[..16].iter().any(|b| *b != 0))
+        .map(|e| u64_at(e, 32) * 512)
+        .collect()
 }
 
 fn error_message(s: &Serve, name: &str) -> String {
@@ -359,8 +484,17 @@ fn deploy_failures_name_their_cause_and_a_raw_image_then_boots_on_a_legacy_vm() 
         .unwrap();
     assert!(made.success());
     let big_sum = sha256_hex(&std::fs::read(&big).unwrap());
+    // An image server signed by a private CA, which serve hands the agent.
+    let secure = FileServer::https();
+    let image_ca = secure.ca_file.clone().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (s, api, _) = serve_with_agent(dir.path());
+    let ports = Ports::free();
+    let api = ports.agent;
+    let s = serve_on(
+        dir.path(),
+        ports,
+        &["--agent-image-ca", image_ca.to_str().unwrap()],
+    );
     s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
     wait_for(&s, &lab, &vm, "available", || {
         state(&host(&s, "default", &vm.name)) == "available"
@@ -394,6 +528,11 @@ fn deploy_failures_name_their_cause_and_a_raw_image_then_boots_on_a_legacy_vm() 
         !lab.console(&vm).contains(FIRSTBOOT),
         "{}",
         lab.console(&vm)
+    );
+    let head = lab.read_disk(&vm, 0, 1 << 20);
+    assert!(
+        head[510..512] != [0x55, 0xaa] && &head[512..520] != b"EFI PART",
+        "a partition table after a checksum mismatch"
     );
 
     // An image larger than the disk: refused before a byte is written.
@@ -432,7 +571,8 @@ fn deploy_failures_name_their_cause_and_a_raw_image_then_boots_on_a_legacy_vm() 
     );
 
     // The hints fixed and the image named anew (a failed image is retried only so often): the
-    // raw image is written and boots from the disk (legacy BIOS).
+    // raw image, over HTTPS with its checksum in a checksum file there too, is written and boots
+    // from the disk (legacy BIOS).
     s.ok(&[
         "patch",
         "bmh",
@@ -442,7 +582,13 @@ fn deploy_failures_name_their_cause_and_a_raw_image_then_boots_on_a_legacy_vm() 
         "-p",
         r#"{"spec":{"rootDeviceHints":{"minSizeGigabytes":null,"deviceName":"/dev/vda"}}}"#,
     ]);
-    publish(files.dir.path(), "fixed.raw", &images.disk_raw);
+    publish(secure.dir.path(), "fixed.raw", &images.disk_raw);
+    std::fs::write(
+        secure.dir.path().join("SHA256SUMS"),
+        format!("{wrong}  other.raw\n{good}  fixed.raw\n"),
+    )
+    .unwrap();
+    let secure_base = format!("https://10.0.2.2:{}", secure.port);
     // metaData as YAML, which metal3 allows: its keys win over the ones ferrometal adds.
     s.ok(&[
         "create",
@@ -463,7 +609,9 @@ fn deploy_failures_name_their_cause_and_a_raw_image_then_boots_on_a_legacy_vm() 
     set_image(
         &s,
         &vm.name,
-        &format!(r#"{{"url":"{base}/fixed.raw","format":"raw","checksum":"{good}"}}"#),
+        &format!(
+            r#"{{"url":"{secure_base}/fixed.raw","format":"raw","checksum":"{secure_base}/SHA256SUMS","checksumType":"sha256"}}"#
+        ),
     );
     wait_for(&s, &lab, &vm, "the first boot from the disk", || {
         lab.console(&vm).contains(FIRSTBOOT)

@@ -182,8 +182,25 @@ impl Drop for IpmiSim {
 pub struct FileServer {
     pub dir: TempDir,
     pub port: u16,
+    /// With [`FileServer::https`]: the CA that signed the server's certificate (PEM).
+    pub ca_file: Option<PathBuf>,
+    _tls: Option<TempDir>,
     child: Child,
 }
+
+/// Python's file server behind TLS: port, directory, certificate chain, key.
+const HTTPS: &str = r#"
+import functools, http.server, ssl, sys
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+handler = functools.partial(Quiet, directory=sys.argv[2])
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), handler)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(sys.argv[3], sys.argv[4])
+server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"#;
 
 /// Python's file server, sending each file at `rate` bytes a second (a slow image server).
 const THROTTLED: &str = r#"
@@ -213,38 +230,124 @@ impl FileServer {
         FileServer::spawn(Some(rate))
     }
 
+    /// HTTPS with a certificate for 127.0.0.1 and 10.0.2.2 (a QEMU guest's name for the host)
+    /// from a CA of its own, made with openssl: [`FileServer::ca_file`].
+    pub fn https() -> FileServer {
+        let tls = TempDir::new();
+        let t = |name: &str| tls.path().join(name).to_string_lossy().into_owned();
+        let run = |args: &[&str]| {
+            let o = Command::new("openssl")
+                .args(args)
+                .output()
+                .expect("openssl");
+            assert!(
+                o.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        run(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=file server test CA",
+            "-keyout",
+            &t("ca.key"),
+            "-out",
+            &t("ca.crt"),
+        ]);
+        run(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-subj",
+            "/CN=10.0.2.2",
+            "-keyout",
+            &t("server.key"),
+            "-out",
+            &t("server.csr"),
+        ]);
+        std::fs::write(
+            t("ext"),
+            "subjectAltName=IP:10.0.2.2,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            &t("server.csr"),
+            "-CA",
+            &t("ca.crt"),
+            "-CAkey",
+            &t("ca.key"),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &t("ext"),
+            "-out",
+            &t("server.crt"),
+        ]);
+        let mut server = FileServer::spawn_with(|command, port, dir| {
+            command.args(["-c", HTTPS, &port.to_string(), dir]);
+            command.args([t("server.crt"), t("server.key")]);
+        });
+        server.ca_file = Some(tls.path().join("ca.crt"));
+        server._tls = Some(tls);
+        server
+    }
+
     fn spawn(rate: Option<u64>) -> FileServer {
+        FileServer::spawn_with(|command, port, dir| {
+            match rate {
+                None => command.args([
+                    "-m",
+                    "http.server",
+                    "--bind",
+                    "127.0.0.1",
+                    &port.to_string(),
+                    "--directory",
+                    dir,
+                ]),
+                Some(rate) => {
+                    command.args(["-c", THROTTLED, &port.to_string(), &rate.to_string(), dir])
+                }
+            };
+        })
+    }
+
+    fn spawn_with(args: impl FnOnce(&mut Command, u16, &str)) -> FileServer {
         let dir = TempDir::new();
         std::fs::write(dir.path().join("live.iso"), vec![0x42u8; 64 * 1024]).unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         drop(listener);
         let mut command = Command::new("python3");
-        match rate {
-            None => command.args([
-                "-m",
-                "http.server",
-                "--bind",
-                "127.0.0.1",
-                &port.to_string(),
-                "--directory",
-                dir.path_str(),
-            ]),
-            Some(rate) => command.args([
-                "-c",
-                THROTTLED,
-                &port.to_string(),
-                &rate.to_string(),
-                dir.path_str(),
-            ]),
-        };
+        args(&mut command, port, dir.path_str());
         let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("python3 http.server");
         wait_port(port);
-        FileServer { dir, port, child }
+        FileServer {
+            dir,
+            port,
+            ca_file: None,
+            _tls: None,
+            child,
+        }
     }
 
     pub fn url(&self, name: &str) -> String {

@@ -50,6 +50,17 @@ pub struct Vm {
     pub redfish_system: String,
     /// A Secret and a BareMetalHost for this VM (`online: false`).
     pub manifest: PathBuf,
+    /// With [`Lab::up_with_switch`]: the NIC fed by UDP, as a switch port.
+    #[serde(default)]
+    pub switch_port: Option<SwitchPort>,
+}
+
+/// A VM's last NIC, whose wire is a UDP socket: a datagram sent to `port` on 127.0.0.1 arrives
+/// on the NIC as an Ethernet frame.
+#[derive(Debug, Deserialize, Clone)]
+pub struct SwitchPort {
+    pub port: u16,
+    pub mac: String,
 }
 
 pub struct Lab {
@@ -78,13 +89,23 @@ impl Lab {
     /// As `up`, with disks of `disk` (`5G`: the deploy agent, like Ironic's, chooses a root
     /// disk of at least 4 GiB when no hints are given). Disks are sparse qcow2 volumes.
     pub fn up_with_disk(n: usize, firmware: Firmware, ns: &str, disk: &str) -> Lab {
+        Lab::make(n, firmware, ns, disk, false)
+    }
+
+    /// As `up_with_disk`, each VM with a second NIC cabled to a "switch port" the test feeds
+    /// frames into ([`Lab::send_frame`]).
+    pub fn up_with_switch(n: usize, firmware: Firmware, ns: &str, disk: &str) -> Lab {
+        Lab::make(n, firmware, ns, disk, true)
+    }
+
+    fn make(n: usize, firmware: Firmware, ns: &str, disk: &str, switch: bool) -> Lab {
         let state = TempDir::new();
         let mode = match firmware {
             Firmware::Uefi => "--uefi",
             Firmware::Legacy => "--legacy",
         };
         let count = n.to_string();
-        let args = [
+        let mut args = vec![
             "up",
             &count,
             mode,
@@ -99,6 +120,9 @@ impl Lab {
             "--state",
             state.path_str(),
         ];
+        if switch {
+            args.push("--switch-port");
+        }
         let out = vmlab(&args);
         assert!(
             out.status.success(),
@@ -202,6 +226,131 @@ impl Lab {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// The PCI address (`0000:01:00.0`) libvirt gave a device of the VM: the interface with
+    /// MAC `mac`, or the disk with target `vda`.
+    pub fn pci_address(&self, vm: &Vm, device: &str) -> String {
+        let out = Command::new("virsh")
+            .args(["-c", "qemu:///system", "dumpxml", &vm.name])
+            .output()
+            .expect("virsh");
+        let xml = String::from_utf8_lossy(&out.stdout);
+        let attr = |block: &str, name: &str| {
+            let at = block.find(&format!("{name}='"))? + name.len() + 2;
+            let end = block[at..].find('\'')?;
+            Some(block[at..at + end].trim_start_matches("0x").to_string())
+        };
+        let blocks = |open: &'static str, close: &'static str| {
+            xml.split(open)
+                .skip(1)
+                .map(move |b| b.split(close).next().unwrap_or(b))
+        };
+        for block in blocks("<interface ", "</interface>").chain(blocks("<disk ", "</disk>")) {
+            let named = block.contains(&format!("address='{device}'"))
+                || block.contains(&format!("dev='{device}'"));
+            let Some(pci) = block.find("<address type='pci'").map(|i| &block[i..]) else {
+                continue;
+            };
+            if named {
+                let (d, b, s, f) = (
+                    attr(pci, "domain").unwrap(),
+                    attr(pci, "bus").unwrap(),
+                    attr(pci, "slot").unwrap(),
+                    attr(pci, "function").unwrap(),
+                );
+                let n = |h: &str| u32::from_str_radix(h, 16).unwrap();
+                return format!("{:04x}:{:02x}:{:02x}.{:x}", n(&d), n(&b), n(&s), n(&f));
+            }
+        }
+        panic!("{}: no PCI device {device} in\n{xml}", vm.name)
+    }
+
+    /// Sends one Ethernet frame to the VM's switch port.
+    pub fn send_frame(&self, vm: &Vm, frame: &[u8]) {
+        let port = vm
+            .switch_port
+            .as_ref()
+            .expect("a lab with switch ports")
+            .port;
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.send_to(frame, ("127.0.0.1", port)).unwrap();
+    }
+
+    /// The file behind the VM's first disk (a qcow2 volume), as libvirt names it.
+    pub fn disk_path(&self, vm: &Vm) -> PathBuf {
+        let out = Command::new("virsh")
+            .args([
+                "-q",
+                "-c",
+                "qemu:///system",
+                "domblklist",
+                "--details",
+                &vm.name,
+            ])
+            .output()
+            .expect("virsh");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let source = text
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|f| f.len() == 4 && f[1] == "disk")
+            .map(|f| f[3].to_string())
+            .unwrap_or_else(|| panic!("no disk in virsh domblklist {}: {text}", vm.name));
+        if source.starts_with('/') {
+            return PathBuf::from(source);
+        }
+        // A volume of the lab's storage pool (scripts/vmlab.sh: `default`).
+        let out = Command::new("virsh")
+            .args([
+                "-q",
+                "-c",
+                "qemu:///system",
+                "vol-path",
+                "--pool",
+                "default",
+                &source,
+            ])
+            .output()
+            .expect("virsh");
+        assert!(out.status.success(), "virsh vol-path {source}");
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    }
+
+    /// `len` bytes of the VM's first disk at `offset` (both multiples of 512), read by
+    /// `qemu-img` as the guest sees them, shared with a running VM.
+    pub fn read_disk(&self, vm: &Vm, offset: u64, len: u64) -> Vec<u8> {
+        assert!(offset.is_multiple_of(512) && len.is_multiple_of(512));
+        let dir = TempDir::new();
+        let out = dir.path().join("part.raw");
+        let o = Command::new("qemu-img")
+            .args(["dd", "-U", "-O", "raw", "bs=512"])
+            .arg(format!("skip={}", offset / 512))
+            // qemu-img's count includes the skipped blocks.
+            .arg(format!("count={}", (offset + len) / 512))
+            .arg(format!("if={}", self.disk_path(vm).display()))
+            .arg(format!("of={}", out.display()))
+            .output()
+            .expect("qemu-img");
+        assert!(
+            o.status.success(),
+            "qemu-img dd: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let bytes = std::fs::read(&out).unwrap();
+        assert_eq!(bytes.len() as u64, len, "read past the disk's end?");
+        bytes
+    }
+
+    /// The disk's size as the guest sees it.
+    pub fn disk_size(&self, vm: &Vm) -> u64 {
+        let o = Command::new("qemu-img")
+            .args(["info", "-U", "--output=json"])
+            .arg(self.disk_path(vm))
+            .output()
+            .expect("qemu-img");
+        let info: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        info["virtual-size"].as_u64().unwrap()
+    }
+
     /// Requests sushy-tools received that change something, in order (its log).
     pub fn changes(&self) -> Vec<String> {
         let log = self.state.path().join("sushy/sushy.log");
@@ -227,6 +376,39 @@ impl Drop for Lab {
 }
 
 /// The guest images, built once per test process (cached across runs by the script).
+/// An LLDP frame as a switch sends it: chassis (a MAC), `port`, TTL, `system` name, the
+/// untagged `pvid` and the named `vlans` (IEEE 802.1 TLVs), end.
+pub fn lldp_frame(system: &str, port: &str, pvid: u16, vlans: &[(u16, &str)]) -> Vec<u8> {
+    let tlv = |kind: u16, value: &[u8]| {
+        let mut t = ((kind << 9) | value.len() as u16).to_be_bytes().to_vec();
+        t.extend_from_slice(value);
+        t
+    };
+    let chassis = [0x02, 0x00, 0x5e, 0x10, 0x20, 0x30];
+    let mut f = vec![0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e];
+    f.extend_from_slice(&chassis);
+    f.extend_from_slice(&[0x88, 0xcc]);
+    f.extend(tlv(1, &[&[4u8][..], &chassis].concat()));
+    f.extend(tlv(2, &[&[5u8][..], port.as_bytes()].concat()));
+    f.extend(tlv(3, &[0, 120]));
+    f.extend(tlv(5, system.as_bytes()));
+    f.extend(tlv(
+        127,
+        &[&[0x00, 0x80, 0xc2, 1][..], &pvid.to_be_bytes()].concat(),
+    ));
+    for (id, name) in vlans {
+        let head = [
+            &[0x00, 0x80, 0xc2, 3][..],
+            &id.to_be_bytes(),
+            &[name.len() as u8],
+        ]
+        .concat();
+        f.extend(tlv(127, &[&head[..], name.as_bytes()].concat()));
+    }
+    f.extend(tlv(0, &[]));
+    f
+}
+
 pub struct GuestImages {
     pub live_iso: PathBuf,
     pub disk_raw: PathBuf,
