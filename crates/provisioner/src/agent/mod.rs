@@ -172,6 +172,9 @@ impl AgentService {
             }
             self.remove(&mut state, key);
         }
+        if !matches!(purpose, Purpose::Deploy { .. }) {
+            self.forget_deploy(key);
+        }
         if let Some(boot) = self.finished_deploy(key, fingerprint) {
             // Written before a restart: the image is on the disk, only the boot into it is left.
             let mut session = Session::new(boot, purpose, Instant::now());
@@ -318,14 +321,21 @@ impl AgentService {
         self.remove(&mut self.lock(), key);
     }
 
+    /// The record of a finished deploy outlives its session: a process killed after the host
+    /// booted the written disk but before that was stored must not write the image again. It
+    /// goes when the disk's life moves on (cleaning, inspection, deprovisioning, another image).
     fn remove(&self, state: &mut State, key: &str) {
-        let _ = std::fs::remove_file(self.record_path(key));
         if let Some(entry) = state.entries.remove(key) {
             state.tokens.remove(&entry.token);
             if let Some(path) = state.files.remove(&entry.media_name) {
                 let _ = std::fs::remove_file(path);
             }
         }
+    }
+
+    /// Forgets that `key`'s disk holds a finished deploy (deprovisioning, or the host gone).
+    pub fn forget_deploy(&self, key: &str) {
+        let _ = std::fs::remove_file(self.record_path(key));
     }
 
     /// Sessions running (for metrics and tests).
@@ -504,9 +514,16 @@ mod tests {
         );
         let again = two.begin("ns~a", "image-1", deploy(), BootData::default());
         assert_eq!(again.ending, Some(Ending::Succeeded));
+        // Still known after the session ended (killed before "provisioned" was stored).
+        two.end("ns~a");
+        let again = two.begin("ns~a", "image-1", deploy(), BootData::default());
+        assert_eq!(again.ending, Some(Ending::Succeeded));
+        two.end("ns~a");
+        // Cleaning moves the disk on: the same image is written again after it.
+        two.begin("ns~a", "clean", Purpose::Clean, BootData::default());
         two.end("ns~a");
         let fresh = two.begin("ns~a", "image-1", deploy(), BootData::default());
-        assert_eq!(fresh.ending, None, "ended sessions leave no record");
+        assert_eq!(fresh.ending, None, "cleaning forgets the finished deploy");
         two.end("ns~a");
         let other = two.begin("ns~b", "image-2", deploy(), BootData::default());
         assert_eq!(other.ending, None);

@@ -141,6 +141,9 @@ impl Provisioner for RedfishProvisioner {
     }
 
     async fn deprovision(&self, host: &HostInfo) -> Result<Step> {
+        if let Some(agent) = &self.agent {
+            agent.forget_deploy(&host.key);
+        }
         if self.cleans_with_agent(host) {
             return self.deprovision_with_agent(host).await;
         }

@@ -61,6 +61,10 @@ impl RedfishProvisioner {
 
     pub(super) fn forget(&self, key: &str) {
         self.map().remove(key);
+        if let Some(agent) = &self.agent {
+            agent.end(key);
+            agent.forget_deploy(key);
+        }
     }
 
     /// The cached client, rebuilt when the address, credentials or TLS setting changed.
