@@ -111,7 +111,7 @@ pub fn listen(
     let mut errors = Vec::new();
     let mut sockets = Vec::new();
     for (name, index) in interfaces {
-        match socket::open(*index) {
+        match socket::open(*index, ETH_P_LLDP, LLDP_MULTICAST) {
             Ok(s) => sockets.push((name.clone(), s)),
             Err(e) => errors.push(format!("{name}: {e}")),
         }
@@ -145,18 +145,16 @@ mod socket {
     use std::fs::File;
     use std::os::fd::{FromRawFd, OwnedFd};
 
-    use super::{ETH_P_LLDP, LLDP_MULTICAST};
-
-    /// A non-blocking raw socket that receives LLDP frames on one interface only, with the
-    /// LLDP group address added to the NIC's multicast filter.
+    /// A non-blocking raw socket that receives frames of `ethertype` on one interface only,
+    /// with the `group` multicast address added to the NIC's filter.
     #[allow(
         unsafe_code,
         reason = "AF_PACKET sockets have no safe std or small-crate API; the calls below pass \
                   plain structs of the sizes they declare"
     )]
-    pub fn open(ifindex: i32) -> std::io::Result<File> {
+    pub fn open(ifindex: i32, ethertype: u16, group: [u8; 6]) -> std::io::Result<File> {
         let err = std::io::Error::last_os_error;
-        let protocol = i32::from(ETH_P_LLDP.to_be());
+        let protocol = i32::from(ethertype.to_be());
         // SAFETY: socket(2) takes no pointers; the fd is owned at once.
         let fd = unsafe {
             libc::socket(
@@ -174,7 +172,7 @@ mod socket {
         // SAFETY: all-zero is a valid sockaddr_ll.
         let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         addr.sll_family = libc::AF_PACKET as u16;
-        addr.sll_protocol = ETH_P_LLDP.to_be();
+        addr.sll_protocol = ethertype.to_be();
         addr.sll_ifindex = ifindex;
         // SAFETY: addr lives across the call and its size is passed.
         let rc = unsafe {
@@ -188,7 +186,7 @@ mod socket {
             return Err(err());
         }
         let mut address = [0u8; 8];
-        address[..6].copy_from_slice(&LLDP_MULTICAST);
+        address[..6].copy_from_slice(&group);
         let membership = libc::packet_mreq {
             mr_ifindex: ifindex,
             mr_type: libc::PACKET_MR_MULTICAST as u16,
