@@ -31,7 +31,7 @@
 //! ```
 
 mod admission;
-mod audit;
+pub mod audit;
 mod authn;
 mod authz;
 mod convert;

@@ -3,7 +3,9 @@
 //! - the agent API (HTTPS, certificate from ferrometal's CA): `GET /v1/instruction`,
 //!   `POST /v1/report`, `GET /v1/config-drive`, each with the boot's bearer token. A request
 //!   with a token that is not (or no longer) a session's gets 401 and a warning in the log
-//!   naming the peer, never the token;
+//!   naming the peer, never the token. Every request is audited in `AGENT_DIR/audit/audit.log`
+//!   (the API server's format: who, what, code; the host for a valid token, the peer for
+//!   a refused one; never a token or a body);
 //! - the media server (HTTP, for BMCs, which rarely trust a private CA): `GET /NAME.iso` with
 //!   byte ranges, for the unguessable names of running sessions only.
 
@@ -117,12 +119,22 @@ pub async fn start(config: AgentServerConfig) -> anyhow::Result<Arc<AgentService
     .with_context(|| format!("preparing {}", config.work_dir.display()))?;
     tracing::info!(api = %api_url, media = %media_url, "deploy agent service");
 
+    let audit_dir = config.tls_dir.join("audit");
+    let audit = ferrometal_apiserver::audit::Audit::open(&audit_dir).with_context(|| {
+        format!(
+            "opening the agent API's audit log in {}",
+            audit_dir.display()
+        )
+    })?;
     let api = Router::new()
         .route("/v1/instruction", get(instruction))
         .route("/v1/report", post(report))
         .route("/v1/config-drive", get(config_drive))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(service.clone());
+        .with_state(AgentApi {
+            service: service.clone(),
+            audit: Arc::new(audit),
+        });
     let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
     tokio::spawn(async move {
         loop {
@@ -165,6 +177,41 @@ fn bearer(headers: &HeaderMap) -> &str {
         .unwrap_or_default()
 }
 
+/// The agent API's handlers' state.
+#[derive(Clone)]
+struct AgentApi {
+    service: Arc<AgentService>,
+    audit: Arc<ferrometal_apiserver::audit::Audit>,
+}
+
+impl AgentApi {
+    /// One audit line: the host the token belongs to (`agent:NAMESPACE~NAME`), or the peer
+    /// when the token is nobody's.
+    fn audit(&self, token: &str, peer: SocketAddr, verb: &str, resource: &str, code: StatusCode) {
+        let host = self.service.host_of(token);
+        let (namespace, name) = host
+            .as_deref()
+            .and_then(|k| k.split_once('~'))
+            .map(|(n, h)| (n.to_string(), h.to_string()))
+            .unwrap_or_default();
+        self.audit.record(ferrometal_apiserver::audit::Entry {
+            user: match &host {
+                Some(key) => format!("agent:{key}"),
+                None => format!("unauthenticated agent at {peer}"),
+            },
+            impersonated_by: None,
+            verb: verb.to_string(),
+            group: "agent.ferrometal.io".to_string(),
+            resource: resource.to_string(),
+            subresource: String::new(),
+            namespace,
+            name,
+            path: format!("/v1/{resource}"),
+            code: code.as_u16(),
+        });
+    }
+}
+
 fn refused(peer: SocketAddr, path: &str, why: Refused) -> Response {
     match why {
         Refused::Token => {
@@ -176,47 +223,53 @@ fn refused(peer: SocketAddr, path: &str, why: Refused) -> Response {
 }
 
 async fn instruction(
-    State(service): State<Arc<AgentService>>,
+    State(api): State<AgentApi>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    match service.instruction(bearer(&headers)) {
+    let token = bearer(&headers);
+    let response = match api.service.instruction(token) {
         Ok(i) => axum::Json(i).into_response(),
         Err(e) => refused(peer, "/v1/instruction", e),
-    }
+    };
+    api.audit(token, peer, "get", "instruction", response.status());
+    response
 }
 
 async fn report(
-    State(service): State<Arc<AgentService>>,
+    State(api): State<AgentApi>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let report: Report = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("the report is not understood: {e}\n"),
-            )
-                .into_response();
-        }
+    let token = bearer(&headers);
+    let response = match serde_json::from_slice::<Report>(&body) {
+        Ok(report) => match api.service.report(token, report) {
+            Ok(()) => StatusCode::NO_CONTENT.into_response(),
+            Err(e) => refused(peer, "/v1/report", e),
+        },
+        Err(e) => (
+            StatusCode::BAD_REQUEST,
+            format!("the report is not understood: {e}\n"),
+        )
+            .into_response(),
     };
-    match service.report(bearer(&headers), report) {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => refused(peer, "/v1/report", e),
-    }
+    api.audit(token, peer, "create", "report", response.status());
+    response
 }
 
 async fn config_drive(
-    State(service): State<Arc<AgentService>>,
+    State(api): State<AgentApi>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    match service.config_drive(bearer(&headers)) {
+    let token = bearer(&headers);
+    let response = match api.service.config_drive(token) {
         Ok(bytes) => bytes.into_response(),
         Err(e) => refused(peer, "/v1/config-drive", e),
-    }
+    };
+    api.audit(token, peer, "get", "config-drive", response.status());
+    response
 }
 
 /// `bytes=A-B`, `bytes=A-` or `bytes=-N` of a file of `len` bytes, as (start, end inclusive).

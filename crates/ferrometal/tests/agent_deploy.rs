@@ -644,6 +644,39 @@ fn deploy_failures_name_their_cause_and_a_raw_image_then_boots_on_a_legacy_vm() 
     );
     assert!(!log.contains("forged-token-1234"));
     assert_eq!(host(&s, "default", &vm.name)["status"], before);
+    // The agent API's audit log: the refusal with its peer, the real agent's calls under its
+    // host, never a token.
+    let audit_path = s.dir.join("agent/audit/audit.log");
+    let mut audit = String::new();
+    for _ in 0..50 {
+        audit = std::fs::read_to_string(&audit_path).unwrap_or_default();
+        if audit.contains("\"code\":401") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let lines: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["code"] == 401
+            && l["path"] == "/v1/instruction"
+            && l["user"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("unauthenticated agent at 127.0.0.1"))),
+        "{audit}"
+    );
+    let me = format!("agent:default~{}", vm.name);
+    for (path, code) in [("/v1/instruction", 200), ("/v1/report", 204)] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["user"] == me.as_str() && l["path"] == path && l["code"] == code),
+            "{path} {code} by {me} in {audit}"
+        );
+    }
+    assert!(!audit.contains("forged-token-1234") && !audit.contains("Bearer"));
 }
 
 /// What must survive: serve killed with SIGKILL while the agent writes the image (the deploy

@@ -354,6 +354,14 @@ impl AgentService {
         f(&key, entry)
     }
 
+    /// The host a token belongs to, while its session runs (for the audit log).
+    pub fn host_of(&self, token: &str) -> Option<String> {
+        if token.is_empty() {
+            return None;
+        }
+        self.lock().tokens.get(token).cloned()
+    }
+
     pub fn instruction(&self, token: &str) -> Result<Instruction, Refused> {
         self.with_session(token, |_, e| Ok(e.session.instruction(Instant::now())))
     }
