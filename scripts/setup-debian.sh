@@ -13,6 +13,8 @@ command -v wrk >/dev/null || need+=(wrk)
 command -v xorriso >/dev/null || need+=(xorriso)
 command -v cpio >/dev/null || need+=(cpio)
 command -v sgdisk >/dev/null || need+=(gdisk)
+# Certificates of the tests' HTTPS image server.
+command -v openssl >/dev/null || need+=(openssl)
 # libFuzzer (fuzz/, through libfuzzer-sys) is C++ and aws-lc-rs and mimalloc are C, built at
 # compile time; g++ brings gcc.
 command -v c++ >/dev/null || need+=(g++)
