@@ -170,33 +170,10 @@ async fn data_secret(
         return Ok(None);
     };
     let field = kind.field();
-    let ns = host.namespace_or_default();
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-    let secret = api.get_opt(&name).await.map_err(|e| {
-        ProvisionerError::new(
-            ErrorKind::Unreachable,
-            format!("spec.{field}: reading Secret {ns}/{name}: {e}"),
-        )
-    })?;
-    let secret = secret.ok_or_else(|| {
-        ProvisionerError::new(
-            ErrorKind::InvalidInput,
-            format!("spec.{field}: Secret {ns}/{name} not found"),
-        )
-        .in_spec(SpecFault::DataSecretMissing(kind))
-    })?;
-    let data = secret.data.unwrap_or_default();
-    let value = data
-        .get(field)
-        .or_else(|| data.get("value"))
-        .ok_or_else(|| {
-            ProvisionerError::new(
-                ErrorKind::InvalidInput,
-                format!("spec.{field}: Secret {ns}/{name} has no {field:?} or \"value\" key"),
-            )
-            .in_spec(SpecFault::DataSecretKeyMissing(kind))
-        })?;
-    Ok(Some(String::from_utf8_lossy(&value.0).into_owned()))
+    let label = format!("spec.{field}");
+    secret_value(ctx, host, &name, &label, &[field, "value"], Some(kind))
+        .await
+        .map(Some)
 }
 
 /// The `networkData` key of the Secret `spec.preprovisioningNetworkDataName` names (metal3's
@@ -213,29 +190,58 @@ async fn preprovisioning_network_data(
     else {
         return Ok(None);
     };
+    let label = "spec.preprovisioningNetworkDataName";
+    secret_value(ctx, host, name, label, &["networkData"], None)
+        .await
+        .map(Some)
+}
+
+/// The first of `keys` in the host's Secret `name`, for the spec field `label`; errors name
+/// both, and a data Secret's (`kind`) missing Secret or key is the spec's fault.
+async fn secret_value(
+    ctx: &HostContext,
+    host: &BareMetalHost,
+    name: &str,
+    label: &str,
+    keys: &[&str],
+    kind: Option<DataField>,
+) -> Result<String, ProvisionerError> {
     let ns = host.namespace_or_default();
-    let field = "spec.preprovisioningNetworkDataName";
+    let fault = |e: ProvisionerError, f: fn(DataField) -> SpecFault| match kind {
+        Some(k) => e.in_spec(f(k)),
+        None => e,
+    };
     let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
     let secret = api.get_opt(name).await.map_err(|e| {
         ProvisionerError::new(
             ErrorKind::Unreachable,
-            format!("{field}: reading Secret {ns}/{name}: {e}"),
+            format!("{label}: reading Secret {ns}/{name}: {e}"),
         )
     })?;
     let secret = secret.ok_or_else(|| {
-        ProvisionerError::new(
-            ErrorKind::InvalidInput,
-            format!("{field}: Secret {ns}/{name} not found"),
+        fault(
+            ProvisionerError::new(
+                ErrorKind::InvalidInput,
+                format!("{label}: Secret {ns}/{name} not found"),
+            ),
+            SpecFault::DataSecretMissing,
         )
     })?;
     let data = secret.data.unwrap_or_default();
-    let value = data.get("networkData").ok_or_else(|| {
-        ProvisionerError::new(
-            ErrorKind::InvalidInput,
-            format!("{field}: Secret {ns}/{name} has no \"networkData\" key"),
+    let value = keys.iter().find_map(|k| data.get(*k)).ok_or_else(|| {
+        let wanted: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
+        fault(
+            ProvisionerError::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{label}: Secret {ns}/{name} has no {} key",
+                    wanted.join(" or ")
+                ),
+            ),
+            SpecFault::DataSecretKeyMissing,
         )
     })?;
-    Ok(Some(String::from_utf8_lossy(&value.0).into_owned()))
+    Ok(String::from_utf8_lossy(&value.0).into_owned())
 }
 
 async fn deployment(
