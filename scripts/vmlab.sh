@@ -4,7 +4,8 @@
 #
 #   scripts/vmlab.sh up N [--uefi|--legacy] [--disk 4G] [--disks 1] [--ram 1024] [--cpus 1]
 #                         [--nics 2] [--name PREFIX] [--namespace default]
-#                         [--scheme redfish-virtualmedia] [--switch-port] [--state DIR]
+#                         [--scheme redfish-virtualmedia] [--switch-port] [--prov-network]
+#                         [--state DIR]
 #       Installs what it needs (Debian packages, a sushy-tools venv), starts libvirtd and virtlogd
 #       if they are not running, defines N powered-off VMs named fmlab-PREFIX-0..N-1 (PREFIX
 #       random unless given), starts sushy-tools on 127.0.0.1 (free port, basic auth, a random
@@ -13,6 +14,11 @@
 #       --switch-port gives each VM one more NIC (after the others) whose wire is a UDP socket:
 #       every datagram sent to 127.0.0.1:PORT (lab.json: switch_port) arrives on it as an
 #       Ethernet frame, as a switch's LLDP frames would.
+#       --prov-network puts each VM's first NIC (its boot MAC) on a provisioning network of its
+#       own instead of QEMU's user-mode network: a Linux bridge with a /24 from 172.22.0.0/16
+#       (lab.json: provisioning.address is the host's address on it) and a dnsmasq answering
+#       DHCP only there, so services on the host bound to that address reach the VMs' ramdisks
+#       and the ramdisks reach them (an Ironic conductor connects to its agent on the VM).
 #       Running it again on the same state reuses a healthy lab with the same shape, and refuses
 #       anything else; a failed `up` removes what it had made.
 #   scripts/vmlab.sh down [--state DIR]       destroys and undefines the VMs, deletes their volumes
@@ -67,6 +73,7 @@ install_packages() {
   /usr/bin/python3 -c 'import libvirt' 2>/dev/null || need+=(python3-libvirt)
   command -v htpasswd >/dev/null || need+=(apache2-utils)
   command -v curl >/dev/null || need+=(curl)
+  command -v dnsmasq >/dev/null || need+=(dnsmasq-base)
   [ ${#need[@]} -gt 0 ] || return 0
   say "installing ${need[*]}"
   apt-get update -qq
@@ -163,6 +170,7 @@ ensure_host() {
 # lab.env   shell variables (LAB_*), LAB_COMPLETE=1 once everything is up
 # vms.tsv   name uuid macs(comma) disks(comma, volume names) console-log, written before defining
 # switch.tsv  name port mac, with --switch-port: the UDP port feeding the VM's last NIC
+# prov/     with --prov-network: dnsmasq's pid, leases and log (the bridge is LAB_PROV_BRIDGE)
 # sushy/    config.py, htpasswd, password (0600), pid, port, sushy.log, tmp/ (its downloads)
 # console/  NAME.log (serial console, appended across power cycles; kept by down)
 # nvram/    UEFI variable stores; xml/ the domain XML as defined; hosts/ + hosts.yaml; lab.json
@@ -185,7 +193,8 @@ write_env() {
       "$LAB_ID" "$LAB_PREFIX" "$LAB_COUNT" "$LAB_MODE" "$LAB_DISK" "$LAB_DISKS"
     printf 'LAB_RAM=%q\nLAB_CPUS=%q\nLAB_NICS=%q\nLAB_NAMESPACE=%q\nLAB_SCHEME=%q\n' \
       "$LAB_RAM" "$LAB_CPUS" "$LAB_NICS" "$LAB_NAMESPACE" "$LAB_SCHEME"
-    printf 'LAB_SWITCH=%q\n' "${LAB_SWITCH:-0}"
+    printf 'LAB_SWITCH=%q\nLAB_PROV=%q\nLAB_PROV_BRIDGE=%q\nLAB_PROV_NET=%q\n' "${LAB_SWITCH:-0}" \
+      "${LAB_PROV:-0}" "${LAB_PROV_BRIDGE:-}" "${LAB_PROV_NET:-}"
     printf 'LAB_PORT=%q\nLAB_USER=%q\nLAB_RUN=%q\nLAB_COMPLETE=%q\n' \
       "${LAB_PORT:-}" "${LAB_USER:-admin}" "${LAB_RUN:-}" "${LAB_COMPLETE:-0}"
   } >"$tmp"
@@ -196,9 +205,9 @@ sushy_alive() {
   [ -f "$STATE/sushy/pid" ] && kill -0 "$(cat "$STATE/sushy/pid")" 2>/dev/null
 }
 
-domain_xml() { # name uuid mode ram cpus macs disks console [switch-port switch-mac]
+domain_xml() { # name uuid mode ram cpus macs disks console [switch-port switch-mac [bridge]]
   local name=$1 uuid=$2 mode=$3 ram=$4 cpus=$5 macs=$6 disks=$7 console=$8 mac vol k=0 loader
-  local sport=${9:-} smac=${10:-}
+  local sport=${9:-} smac=${10:-} bridge=${11:-} first=1
   if [ "$mode" = UEFI ]; then
     loader="<loader readonly='yes' type='pflash'>$OVMF_CODE</loader>
     <nvram template='$OVMF_VARS'>$STATE/nvram/${name}_VARS.fd</nvram>"
@@ -244,12 +253,23 @@ XML
     </disk>
 XML
   for mac in ${macs//,/ }; do
-    cat <<XML
+    if [ $first = 1 ] && [ -n "$bridge" ]; then
+      cat <<XML
+    <interface type='bridge'>
+      <mac address='$mac'/>
+      <source bridge='$bridge'/>
+      <model type='virtio'/>
+    </interface>
+XML
+    else
+      cat <<XML
     <interface type='user'>
       <mac address='$mac'/>
       <model type='virtio'/>
     </interface>
 XML
+    fi
+    first=0
   done
   if [ -n "$sport" ]; then
     # Frames the guest sends go to a port nobody reads (the discard port's neighbour).
@@ -355,6 +375,12 @@ summary = {
     "libvirt_uri": "qemu:///system",
     "pool": "default",
     "guest_host_loopback": "10.0.2.2",
+    "provisioning": env.get("LAB_PROV") == "1" and {
+        "bridge": env["LAB_PROV_BRIDGE"],
+        "address": env["LAB_PROV_NET"] + ".1",
+        "cidr": env["LAB_PROV_NET"] + ".0/24",
+        "leases": os.path.join(state, "prov", "leases"),
+    } or None,
     "manifests": os.path.join(state, "hosts.yaml"),
     "vms": vms,
 }
@@ -419,6 +445,49 @@ PY
   die "sushy-tools lists $n systems, not $LAB_COUNT"
 }
 
+# The provisioning network: a bridge with the first free 172.22.X.0/24 and a dnsmasq serving
+# DHCP on it alone (no DNS, no router option: the VMs keep QEMU's user-mode default route on
+# their other NICs). Chosen and created under the host lock: labs may start in parallel.
+start_prov_network() {
+  local x used br="fmp-${LAB_ID:0:10}" sdir="$STATE/prov"
+  mkdir -p "$sdir"
+  exec 8>"$HOST_LOCK"
+  flock -w 120 8 || die "another vmlab holds $HOST_LOCK"
+  used=$(ip -4 -o addr show | awk '{print $4}')
+  for ((x = 100; x < 250; x++)); do
+    grep -q "^172\.22\.$x\." <<<"$used" || break
+  done
+  [ $x -lt 250 ] || die "no free 172.22.X.0/24 for the provisioning network"
+  ip link add "$br" type bridge || die "cannot create bridge $br"
+  LAB_PROV_BRIDGE=$br LAB_PROV_NET="172.22.$x"
+  write_env
+  ip addr add "$LAB_PROV_NET.1/24" dev "$br"
+  ip link set "$br" up
+  exec 8>&-
+  : >"$sdir/leases"
+  dnsmasq --keep-in-foreground --conf-file=/dev/null --port=0 --interface="$br" \
+    --bind-interfaces --except-interface=lo --dhcp-range="$LAB_PROV_NET.100,$LAB_PROV_NET.250,255.255.255.0,1h" \
+    --dhcp-option=3 --dhcp-option=6 --dhcp-leasefile="$sdir/leases" --dhcp-authoritative \
+    --log-dhcp --log-facility="$sdir/dnsmasq.log" --pid-file= --user=root --group=root \
+    </dev/null >>"$sdir/dnsmasq.log" 2>&1 8>&- 9>&- &
+  echo $! >"$sdir/pid"
+  stop_with_owner "$sdir/pid" 8>&- 9>&-
+  sleep 0.2
+  kill -0 "$(cat "$sdir/pid")" 2>/dev/null || { cat "$sdir/dnsmasq.log" >&2; die "dnsmasq did not start"; }
+}
+
+stop_prov_network() {
+  local sdir="$STATE/prov" pid
+  if [ -f "$sdir/pid" ]; then
+    pid=$(cat "$sdir/pid")
+    kill "$pid" 2>/dev/null || true
+    rm -f "$sdir/pid"
+  fi
+  if [ -n "${LAB_PROV_BRIDGE:-}" ] && ip link show "$LAB_PROV_BRIDGE" >/dev/null 2>&1; then
+    ip link del "$LAB_PROV_BRIDGE" || say "could not delete bridge $LAB_PROV_BRIDGE"
+  fi
+}
+
 # When the owner (a test) is gone, however it ended, take the whole lab down.
 watch_owner() {
   local owner=${FERROMETAL_PEER_OWNER:-}
@@ -445,6 +514,7 @@ watch_owner() {
 # volumes: the owner-watch's fallback when a lab's state went away without `down`.
 cmd_purge() {
   local id=${1:?usage: vmlab.sh purge LAB_ID} d uuid vol vols doms=""
+  ip link del "fmp-${id:0:10}" >/dev/null 2>&1 || true
   command -v virsh >/dev/null && pgrep -x libvirtd >/dev/null || return 0
   for d in $(vsh list --all --name | grep '^fmlab-'); do
     vsh metadata "$d" "$META_NS" 2>/dev/null | grep -q "id=[\"']${id}[\"']" && doms+=" $d"
@@ -471,7 +541,7 @@ cmd_up() {
   [[ "$count" =~ ^[0-9]+$ ]] && [ "$count" -ge 1 ] && [ "$count" -le 256 ] || die "usage: vmlab.sh up N [options] (1 <= N <= 256)"
   shift
   local mode=UEFI disk=4G disks=1 ram=1024 cpus=1 nics=2 name="" ns=default scheme=redfish-virtualmedia
-  local switch=0
+  local switch=0 prov=0
   while [ $# -gt 0 ]; do
     case "$1" in
       --uefi) mode=UEFI; shift ;;
@@ -485,6 +555,7 @@ cmd_up() {
       --namespace) ns=$2; shift 2 ;;
       --scheme) scheme=$2; shift 2 ;;
       --switch-port) switch=1; shift ;;
+      --prov-network) prov=1; shift ;;
       --state) STATE=$2; shift 2 ;;
       *) die "unknown option $1" ;;
     esac
@@ -511,11 +582,14 @@ cmd_up() {
     if [ "$LAB_COUNT" != "$count" ] || [ "$LAB_MODE" != "$mode" ] || [ "$LAB_DISK" != "$disk" ] ||
       [ "$LAB_DISKS" != "$disks" ] || [ "$LAB_RAM" != "$ram" ] || [ "$LAB_CPUS" != "$cpus" ] ||
       [ "$LAB_NICS" != "$nics" ] || [ "$LAB_NAMESPACE" != "$ns" ] || [ "$LAB_SCHEME" != "$scheme" ] ||
-      [ "${LAB_SWITCH:-0}" != "$switch" ] ||
+      [ "${LAB_SWITCH:-0}" != "$switch" ] || [ "${LAB_PROV:-0}" != "$prov" ] ||
       { [ -n "$name" ] && [ "$LAB_PREFIX" != "fmlab-$name" ]; }; then
       die "$STATE already holds another lab ($LAB_PREFIX: $LAB_COUNT x $LAB_MODE): run scripts/vmlab.sh down --state $STATE first"
     fi
     sushy_alive || healthy=0
+    if [ "${LAB_PROV:-0}" = 1 ]; then
+      kill -0 "$(cat "$STATE/prov/pid" 2>/dev/null)" 2>/dev/null || healthy=0
+    fi
     for n in $(cut -f1 "$STATE/vms.tsv"); do
       vsh dominfo "$n" >/dev/null 2>&1 || healthy=0
     done
@@ -531,7 +605,7 @@ cmd_up() {
   LAB_PREFIX="fmlab-${name:-${LAB_ID:0:6}}"
   LAB_COUNT=$count LAB_MODE=$mode LAB_DISK=$disk LAB_DISKS=$disks LAB_RAM=$ram LAB_CPUS=$cpus
   LAB_NICS=$nics LAB_NAMESPACE=$ns LAB_SCHEME=$scheme LAB_USER=admin LAB_COMPLETE=0
-  LAB_SWITCH=$switch
+  LAB_SWITCH=$switch LAB_PROV=$prov LAB_PROV_BRIDGE="" LAB_PROV_NET=""
   LAB_RUN=${FERROMETAL_TEST_RUN:-}
   local existing
   existing=$(vsh list --all --name)
@@ -549,6 +623,7 @@ cmd_up() {
   # shellcheck disable=SC2154 # status is set by the trap itself
   trap 'status=$?; if [ "$LAB_COMPLETE" != 1 ]; then say "up failed: taking the half-made lab down"; exec 9>&-; "$SELF" down --state "$STATE" >&2 || true; fi; exit $status' EXIT
   mkdir -p "$STATE/console" "$STATE/nvram" "$STATE/xml"
+  [ "$prov" = 0 ] || start_prov_network
   local r1 r2 i j k vm uuid macs vols console sport smac
   r1=$(od -An -N1 -tu1 /dev/urandom | tr -d ' ')
   r2=$(od -An -N1 -tu1 /dev/urandom | tr -d ' ')
@@ -575,7 +650,8 @@ cmd_up() {
       smac=$(printf '52:54:%02x:%02x:%02x:fe' "$r1" "$r2" "$i")
       printf '%s\t%s\t%s\n' "$vm" "$sport" "$smac" >>"$STATE/switch.tsv"
     fi
-    domain_xml "$vm" "$uuid" "$mode" "$ram" "$cpus" "$macs" "$vols" "$console" "$sport" "$smac" >"$STATE/xml/$vm.xml"
+    domain_xml "$vm" "$uuid" "$mode" "$ram" "$cpus" "$macs" "$vols" "$console" "$sport" "$smac" \
+      "$LAB_PROV_BRIDGE" >"$STATE/xml/$vm.xml"
     vsh define "$STATE/xml/$vm.xml" >/dev/null
   done
   start_sushy
@@ -646,6 +722,7 @@ cmd_down() {
     for ((i = 0; i < 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
   fi
+  stop_prov_network
   rm -rf "$STATE/sushy" "$STATE/nvram" "$STATE/xml" "$STATE/hosts" "$STATE/hosts.yaml" \
     "$STATE/lab.json" "$STATE/vms.tsv"
   rm -f "$STATE/lab.env"
