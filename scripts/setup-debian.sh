@@ -2,7 +2,8 @@
 # Installs the Debian packages the tests need: OpenIPMI's ipmi_sim, ipmitool, htpasswd
 # (bcrypt entries for sushy-tools' auth file), kubectl, wrk for the emulator benchmark, a C++
 # compiler (libFuzzer, and the C of aws-lc-rs and mimalloc, all built at compile time), and for
-# the deploy agent's media and its tests xorriso (boot ISOs, config drives), cpio and sgdisk.
+# the deploy agent's media and its tests xorriso (boot ISOs, config drives), cpio and sgdisk;
+# for Ironic's ISOs genisoimage and isolinux.
 set -euo pipefail
 need=()
 command -v ipmi_sim >/dev/null || need+=(openipmi)
@@ -13,6 +14,11 @@ command -v wrk >/dev/null || need+=(wrk)
 command -v xorriso >/dev/null || need+=(xorriso)
 command -v cpio >/dev/null || need+=(cpio)
 command -v sgdisk >/dev/null || need+=(gdisk)
+# What Ironic runs to build the virtual-media ISOs that boot its agent ramdisk: mkisofs, and
+# isolinux for BIOS machines.
+command -v mkisofs >/dev/null || need+=(genisoimage)
+[ -f /usr/lib/ISOLINUX/isolinux.bin ] || need+=(isolinux)
+[ -f /usr/lib/syslinux/modules/bios/ldlinux.c32 ] || need+=(syslinux-common)
 # Certificates of the tests' HTTPS image server.
 command -v openssl >/dev/null || need+=(openssl)
 # libFuzzer (fuzz/, through libfuzzer-sys) is C++ and aws-lc-rs and mimalloc are C, built at

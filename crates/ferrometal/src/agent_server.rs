@@ -10,13 +10,12 @@
 //!   byte ranges, for the unguessable names of running sessions only.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -24,7 +23,6 @@ use axum::routing::{get, post};
 use ferrometal_agent::protocol::{MAX_BODY_BYTES, Report};
 use ferrometal_provisioner::agent::{AgentOptions, AgentService, Refused};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::net::TcpListener;
 
 /// Where the agent service listens and what it tells hosts and BMCs.
@@ -272,21 +270,6 @@ async fn config_drive(
     response
 }
 
-/// `bytes=A-B`, `bytes=A-` or `bytes=-N` of a file of `len` bytes, as (start, end inclusive).
-fn range(value: &str, len: u64) -> Option<(u64, u64)> {
-    let spec = value.strip_prefix("bytes=")?;
-    if spec.contains(',') || len == 0 {
-        return None;
-    }
-    let (a, b) = spec.split_once('-')?;
-    let (start, end) = match (a.trim(), b.trim()) {
-        ("", n) => (len.saturating_sub(n.parse().ok()?), len - 1),
-        (a, "") => (a.parse().ok()?, len - 1),
-        (a, b) => (a.parse().ok()?, b.parse::<u64>().ok()?.min(len - 1)),
-    };
-    (start <= end && start < len).then_some((start, end))
-}
-
 async fn media_file(
     State(service): State<Arc<AgentService>>,
     UrlPath(name): UrlPath<String>,
@@ -295,7 +278,7 @@ async fn media_file(
     let Some(path) = service.media_path(&name) else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    match send_file(
+    match crate::file_response::send_file(
         &path,
         headers.get(header::RANGE).and_then(|v| v.to_str().ok()),
     )
@@ -306,49 +289,9 @@ async fn media_file(
     }
 }
 
-async fn send_file(path: &Path, range_header: Option<&str>) -> std::io::Result<Response> {
-    let mut file = tokio::fs::File::open(path).await?;
-    let len = file.metadata().await?.len();
-    let (status, start, end) = match range_header.map(|h| range(h, len)) {
-        None => (StatusCode::OK, 0, len.saturating_sub(1)),
-        Some(Some((s, e))) => (StatusCode::PARTIAL_CONTENT, s, e),
-        Some(None) => {
-            return Ok((
-                StatusCode::RANGE_NOT_SATISFIABLE,
-                [(header::CONTENT_RANGE, format!("bytes */{len}"))],
-            )
-                .into_response());
-        }
-    };
-    file.seek(std::io::SeekFrom::Start(start)).await?;
-    let count = if len == 0 { 0 } else { end - start + 1 };
-    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file.take(count)));
-    let mut response = Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/octet-stream")
-        .header(header::CONTENT_LENGTH, count)
-        .header(header::ACCEPT_RANGES, "bytes");
-    if status == StatusCode::PARTIAL_CONTENT {
-        response = response.header(header::CONTENT_RANGE, format!("bytes {start}-{end}/{len}"));
-    }
-    Ok(response.body(body).expect("valid response"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn byte_ranges_are_read_as_http_says() {
-        assert_eq!(range("bytes=0-99", 1000), Some((0, 99)));
-        assert_eq!(range("bytes=900-", 1000), Some((900, 999)));
-        assert_eq!(range("bytes=-100", 1000), Some((900, 999)));
-        assert_eq!(range("bytes=990-2000", 1000), Some((990, 999)));
-        assert_eq!(range("bytes=1000-", 1000), None);
-        assert_eq!(range("bytes=5-1", 1000), None);
-        assert_eq!(range("bytes=0-1,5-6", 1000), None);
-        assert_eq!(range("items=0-1", 1000), None);
-    }
 
     #[test]
     fn the_certificate_names_the_advertised_host() {

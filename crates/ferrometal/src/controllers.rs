@@ -80,6 +80,24 @@ pub struct ControllerArgs {
     /// config and SQLite database (`serve` uses its own data directory).
     #[arg(long)]
     pub ironic_data_dir: Option<std::path::PathBuf>,
+    /// The supervised Ironic's API listens on this address. With an agent ramdisk, an
+    /// address of the provisioning network: the ramdisk calls Ironic and Ironic calls it.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub ironic_listen: std::net::IpAddr,
+    /// The supervised Ironic's API as hosts' agent ramdisks reach it (`ipa-api-url`).
+    /// Default: http://IRONIC-LISTEN:PORT.
+    #[arg(long)]
+    pub ironic_callback_url: Option<String>,
+    /// What the supervised Ironic publishes for BMCs (the ISOs it builds for virtual media)
+    /// is served over HTTP here (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub ironic_http_listen: SocketAddr,
+    /// That server's URL as BMCs reach it. Default: http://IRONIC-HTTP-LISTEN.
+    #[arg(long)]
+    pub ironic_http_url: Option<String>,
+    /// Kernel parameters of the agent ramdisk's boots (metal3's IRONIC_KERNEL_PARAMS).
+    #[arg(long, default_value = ferrometal_provisioner::ironic::DEFAULT_KERNEL_PARAMS)]
+    pub ironic_kernel_params: String,
     /// With `--provisioner ironic`: kernel of Ironic's agent ramdisk (IPA), which cleaning,
     /// disk-image and custom deploys boot over the network (metal3's DEPLOY_KERNEL_URL).
     #[arg(long, env = "DEPLOY_KERNEL_URL")]
@@ -91,6 +109,11 @@ pub struct ControllerArgs {
     /// (DEPLOY_ISO_URL).
     #[arg(long, env = "DEPLOY_ISO_URL")]
     pub deploy_iso_url: Option<String>,
+    /// With `--provisioner ironic`: an EFI system partition image with a boot loader, which
+    /// Ironic puts into the virtual-media ISOs it builds from the kernel and initramfs above
+    /// for UEFI hosts (`esp.img` of scripts/ipa-ramdisk.sh; Ironic's `bootloader`).
+    #[arg(long, env = "DEPLOY_BOOTLOADER_URL")]
+    pub deploy_bootloader_url: Option<String>,
     /// With `--provisioner redfish`: ferrometal's deploy agent ramdisk (`agent.iso`, or the
     /// directory `scripts/agent-ramdisk.sh` wrote it to). Turns on disk-image deploys, in-band
     /// inspection (`inspectionMode: agent`) and metadata cleaning through virtual media.
@@ -224,7 +247,19 @@ impl ControllerArgs {
                 let (endpoint, supervisor) = match (&self.ironic_url, &self.ironic_data_dir) {
                     (Some(url), _) => (IronicEndpoint::existing(url.clone()), None),
                     (None, Some(dir)) => {
-                        let supervisor = IronicSupervisor::start(SupervisorConfig::new(dir))
+                        let mut config = SupervisorConfig::new(dir);
+                        let http =
+                            crate::ironic_http::start(config.http_root(), self.ironic_http_listen)
+                                .await?;
+                        config.http_url = Some(
+                            self.ironic_http_url
+                                .clone()
+                                .unwrap_or_else(|| format!("http://{http}")),
+                        );
+                        config.listen = self.ironic_listen;
+                        config.callback_url = self.ironic_callback_url.clone();
+                        config.kernel_params = self.ironic_kernel_params.clone();
+                        let supervisor = IronicSupervisor::start(config)
                             .await
                             .context("starting Ironic")?;
                         tracing::info!(url = %supervisor.endpoint().url, "supervising Ironic");
@@ -240,6 +275,7 @@ impl ControllerArgs {
                 options.deploy_kernel = url(&self.deploy_kernel_url);
                 options.deploy_ramdisk = url(&self.deploy_ramdisk_url);
                 options.deploy_iso = url(&self.deploy_iso_url);
+                options.deploy_bootloader = url(&self.deploy_bootloader_url);
                 if options.deploy_kernel.is_some() != options.deploy_ramdisk.is_some() {
                     anyhow::bail!(
                         "--deploy-kernel-url and --deploy-ramdisk-url go together: set both or neither"

@@ -13,6 +13,8 @@ mod cmd_serve;
 mod cmd_store;
 mod controllers;
 mod duration;
+mod file_response;
+mod ironic_http;
 mod kube_client;
 mod signals;
 

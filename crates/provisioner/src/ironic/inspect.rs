@@ -66,6 +66,17 @@ impl IronicProvisioner {
                 .into())
             }
             "manageable" | "inspect failed" => {
+                // A node registered before the ramdisk was configured (or after it went)
+                // inspects the way the options say now.
+                let want = node::inspect_interface(host.bmc.flavour, &self.driver_opts());
+                if node.get("inspect_interface").and_then(Value::as_str) != Some(want) {
+                    self.patch(
+                        host,
+                        &node,
+                        vec![serde_json::json!({"op": "add", "path": "/inspect_interface", "value": want})],
+                    )
+                    .await?;
+                }
                 self.provision_action(host, &node, "inspect", None).await?;
                 memo.pending = Some(Pending::Inspect);
                 self.wait("Ironic inspection started")

@@ -42,7 +42,7 @@ pub use client::{API_VERSION, ApiError, IronicEndpoint, LockRetry};
 use errors::{Fail, vmedia_unsupported};
 pub use options::IronicOptions;
 pub use provisioner::IronicProvisioner;
-pub use supervisor::{IronicSupervisor, SupervisorConfig};
+pub use supervisor::{DEFAULT_KERNEL_PARAMS, IronicSupervisor, SupervisorConfig};
 
 use crate::{
     Deployment, ErrorKind, HostInfo, PowerOffMode, Provisioner, ProvisionerError, Registration,

@@ -71,6 +71,29 @@ pub struct DriverInfoOptions {
     pub deploy_kernel: Option<String>,
     pub deploy_ramdisk: Option<String>,
     pub deploy_iso: Option<String>,
+    /// An EFI system partition image with a boot loader, which Ironic puts into the ISOs it
+    /// builds from kernel and initramfs for UEFI machines (driver_info `bootloader`).
+    pub bootloader: Option<String>,
+}
+
+impl DriverInfoOptions {
+    /// Whether Ironic has an agent ramdisk to boot.
+    pub fn has_ramdisk(&self) -> bool {
+        (self.deploy_kernel.is_some() && self.deploy_ramdisk.is_some()) || self.deploy_iso.is_some()
+    }
+}
+
+/// The inspect interface: in-band through the agent ramdisk when there is one and the BMC can
+/// boot it without a PXE network (metal3's default, Ironic's built-in inspection: the
+/// ramdisk reports what the OS sees), else the BMC's own inventory.
+pub fn inspect_interface(flavour: Flavour, opts: &DriverInfoOptions) -> &'static str {
+    let d = driver_for(flavour);
+    let boots_media = d.virtual_media_boot == Some(d.boot) || d.boot == "redfish-https";
+    if opts.has_ramdisk() && boots_media {
+        "agent"
+    } else {
+        d.inspect
+    }
 }
 
 /// driver_info with the BMC address and credentials. Contains the password: never log it.
@@ -101,6 +124,7 @@ pub fn driver_info(host: &HostInfo, opts: &DriverInfoOptions) -> Value {
         ("deploy_kernel", &opts.deploy_kernel),
         ("deploy_ramdisk", &opts.deploy_ramdisk),
         ("deploy_iso", &opts.deploy_iso),
+        ("bootloader", &opts.bootloader),
     ] {
         if let Some(v) = value {
             info.insert(key.into(), json!(v));
@@ -151,7 +175,7 @@ pub fn create_body(host: &HostInfo, opts: &DriverInfoOptions) -> Value {
         "boot_interface": d.boot,
         "power_interface": d.power,
         "management_interface": d.management,
-        "inspect_interface": d.inspect,
+        "inspect_interface": inspect_interface(host.bmc.flavour, opts),
         "driver_info": driver_info(host, opts),
         "automated_clean": host.automated_cleaning_mode != AutomatedCleaningMode::Disabled,
     });
@@ -565,6 +589,7 @@ mod tests {
                 deploy_kernel: Some("http://i/ipa.kernel".into()),
                 deploy_ramdisk: Some("http://i/ipa.initramfs".into()),
                 deploy_iso: None,
+                bootloader: None,
             },
         );
         assert_eq!(info["ipmi_address"], "10.0.0.2");
@@ -578,6 +603,40 @@ mod tests {
         assert_eq!(body["driver"], "ipmi");
         assert_eq!(body["automated_clean"], false);
         assert_eq!(body["properties"]["capabilities"], "boot_mode:uefi");
+    }
+
+    #[test]
+    fn inspection_is_in_band_when_the_ramdisk_can_boot_from_virtual_media() {
+        let ramdisk = DriverInfoOptions {
+            deploy_kernel: Some("http://i/k".into()),
+            deploy_ramdisk: Some("http://i/r".into()),
+            ..DriverInfoOptions::default()
+        };
+        let iso = DriverInfoOptions {
+            deploy_iso: Some("http://i/ipa.iso".into()),
+            ..DriverInfoOptions::default()
+        };
+        let none = DriverInfoOptions::default();
+        let half = DriverInfoOptions {
+            deploy_kernel: Some("http://i/k".into()),
+            ..DriverInfoOptions::default()
+        };
+        for (flavour, opts, want) in [
+            (Flavour::RedfishVirtualMedia, &ramdisk, "agent"),
+            (Flavour::RedfishVirtualMedia, &iso, "agent"),
+            (Flavour::IdracVirtualMedia, &ramdisk, "agent"),
+            (Flavour::RedfishUefiHttp, &ramdisk, "agent"),
+            (Flavour::RedfishVirtualMedia, &none, "redfish"),
+            (Flavour::RedfishVirtualMedia, &half, "redfish"),
+            // iPXE needs a PXE network the supervised Ironic does not run.
+            (Flavour::Redfish, &ramdisk, "redfish"),
+            (Flavour::Ipmi, &ramdisk, "no-inspect"),
+        ] {
+            assert_eq!(inspect_interface(flavour, opts), want, "{flavour:?}");
+        }
+        let h = host("redfish-virtualmedia+https://10.0.0.1:8443/redfish/v1/Systems/abc");
+        assert_eq!(create_body(&h, &ramdisk)["inspect_interface"], "agent");
+        assert_eq!(create_body(&h, &none)["inspect_interface"], "redfish");
     }
 
     fn image(

@@ -23,6 +23,8 @@ pub struct IronicOptions {
     pub deploy_kernel: Option<String>,
     pub deploy_ramdisk: Option<String>,
     pub deploy_iso: Option<String>,
+    /// ESP image for the ISOs Ironic builds for UEFI machines (driver_info `bootloader`).
+    pub deploy_bootloader: Option<String>,
     /// How long a soft power-off may take before the host is switched off hard.
     pub soft_power_off_grace: Duration,
     /// How long a positive readiness answer and a capacity count are reused.
@@ -43,6 +45,7 @@ impl IronicOptions {
             deploy_kernel: None,
             deploy_ramdisk: None,
             deploy_iso: None,
+            deploy_bootloader: None,
             soft_power_off_grace: Duration::from_secs(180),
             cache_ttl: Duration::from_secs(5),
             page_size: 500,

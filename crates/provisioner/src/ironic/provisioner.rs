@@ -66,6 +66,7 @@ impl IronicProvisioner {
             deploy_kernel: self.options.deploy_kernel.clone(),
             deploy_ramdisk: self.options.deploy_ramdisk.clone(),
             deploy_iso: self.options.deploy_iso.clone(),
+            bootloader: self.options.deploy_bootloader.clone(),
         }
     }
 

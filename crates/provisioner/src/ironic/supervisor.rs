@@ -1,8 +1,15 @@
 //! Ironic as an implementation detail of standalone ferrometal: a config generated under the
-//! data directory (SQLite, no message bus, one all-in-one process, loopback only, HTTP basic
-//! auth with generated credentials), the schema created once, the process started, watched,
-//! restarted with backoff when it dies, and stopped with the supervisor.
+//! data directory (SQLite, no message bus, one all-in-one process, HTTP basic auth with
+//! generated credentials), the schema created once, the process started, watched, restarted
+//! with backoff when it dies, and stopped with the supervisor.
+//!
+//! Its API listens on loopback unless told otherwise: the agent ramdisk (IPA) on a host must
+//! reach it (lookup, heartbeats, inspection data) and Ironic must reach the agent, so with a
+//! ramdisk it listens on the provisioning network's address, as metal3's Ironic does. The
+//! ISOs Ironic builds for virtual media land in `<dir>/http`, which the caller serves to BMCs
+//! at `http_url` (metal3's httpd).
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,8 +28,19 @@ pub struct SupervisorConfig {
     pub data_dir: PathBuf,
     /// The `ironic` program; default: on PATH, else in `$VIRTUAL_ENV`/`$FERROMETAL_VENV`/`.venv`.
     pub program: Option<PathBuf>,
-    /// TCP port on 127.0.0.1; default: a free one.
+    /// TCP port; default: a free one.
     pub port: Option<u16>,
+    /// Where the API listens (default 127.0.0.1): a provisioning network address when hosts'
+    /// agent ramdisks must reach it.
+    pub listen: IpAddr,
+    /// Ironic's API as the agent ramdisk reaches it (`ipa-api-url`, inspection callbacks).
+    /// Default: `http://LISTEN:PORT`.
+    pub callback_url: Option<String>,
+    /// Where BMCs fetch what Ironic publishes under `<dir>/http` (virtual media ISOs, config
+    /// drives): the caller serves that directory there.
+    pub http_url: Option<String>,
+    /// Kernel parameters of the agent ramdisk's boot (Ironic's `kernel_append_params`).
+    pub kernel_params: String,
     /// How long Ironic may take to answer `/v1` after a start.
     pub start_timeout: Duration,
     /// First pause before a restart, doubled after each quick death up to `max_backoff`.
@@ -30,12 +48,24 @@ pub struct SupervisorConfig {
     pub max_backoff: Duration,
 }
 
+/// metal3's default (`console=ttyS0`) plus Ironic's own: the agent logs to the serial console.
+pub const DEFAULT_KERNEL_PARAMS: &str = "nofb vga=normal console=tty0 console=ttyS0,115200";
+
 impl SupervisorConfig {
+    /// The directory Ironic publishes into (serve it at `http_url`).
+    pub fn http_root(&self) -> PathBuf {
+        self.data_dir.join("ironic").join("http")
+    }
+
     pub fn new(data_dir: impl Into<PathBuf>) -> SupervisorConfig {
         SupervisorConfig {
             data_dir: data_dir.into(),
             program: None,
             port: None,
+            listen: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            callback_url: None,
+            http_url: None,
+            kernel_params: DEFAULT_KERNEL_PARAMS.to_string(),
             start_timeout: Duration::from_secs(120),
             min_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(30),
@@ -87,10 +117,8 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     f.write_all(contents.as_bytes())
 }
 
-fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+fn free_port(ip: IpAddr) -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind((ip, 0))?.local_addr()?.port())
 }
 
 /// The generated credentials, reused across restarts of ferrometal.
@@ -113,9 +141,32 @@ fn credentials(dir: &Path) -> Result<(String, String), SupervisorError> {
     Ok((user, password))
 }
 
+/// What varies in the generated configuration.
+#[derive(Debug, Clone)]
+pub struct ConfigValues<'a> {
+    pub dir: &'a Path,
+    pub htpasswd: &'a Path,
+    pub listen: IpAddr,
+    pub port: u16,
+    pub callback_url: &'a str,
+    pub http_url: Option<&'a str>,
+    pub kernel_params: &'a str,
+}
+
+/// Debian's isolinux and syslinux files, which Ironic needs to build BIOS-bootable ISOs.
+const ISOLINUX_BIN: &str = "/usr/lib/ISOLINUX/isolinux.bin";
+const LDLINUX_C32: &str = "/usr/lib/syslinux/modules/bios/ldlinux.c32";
+
 /// The Ironic configuration for one standalone process under `dir`.
-pub fn config_text(dir: &Path, port: u16, htpasswd: &Path) -> String {
-    let d = dir.display();
+pub fn config_text(v: &ConfigValues<'_>) -> String {
+    let d = v.dir.display();
+    let port = v.port;
+    let host_ip = v.listen;
+    let callback = v.callback_url;
+    // Without a served directory nothing is published: a URL nobody answers would only
+    // turn into a BMC's download error.
+    let http_url = v.http_url.unwrap_or("http://127.0.0.1:9/unused");
+    let kernel_params = v.kernel_params;
     format!(
         "[DEFAULT]
 auth_strategy = http_basic
@@ -137,8 +188,10 @@ enabled_console_interfaces = fake,no-console
 enabled_rescue_interfaces = fake,no-rescue,agent
 enabled_network_interfaces = noop
 default_network_interface = noop
+isolinux_bin = {ISOLINUX_BIN}
+ldlinux_c32 = {LDLINUX_C32}
 [api]
-host_ip = 127.0.0.1
+host_ip = {host_ip}
 port = {port}
 [conductor]
 automated_clean = false
@@ -147,16 +200,32 @@ connection = sqlite:///{d}/ironic.sqlite
 [dhcp]
 dhcp_provider = none
 [service_catalog]
-endpoint_override = http://127.0.0.1:{port}
+endpoint_override = {callback}
 [deploy]
 http_root = {d}/http
-http_url = http://127.0.0.1:{port}/unused
+http_url = {http_url}
+external_callback_url = {callback}
+# metal3's default: the agent stays up between inspection, cleaning and deployment instead
+# of a reboot into it for each.
+fast_track = true
+# metal3's metadata cleaning: partition tables and signatures wiped, no full-disk erase.
+erase_devices_priority = 0
+erase_devices_metadata_priority = 10
+[agent]
+# Ironic fetches the agent's logs after each deploy into a local directory when asked;
+# keep them only for failures.
+deploy_logs_collect = on_failure
+deploy_logs_storage_backend = local
+deploy_logs_local_path = {d}/agent-logs
+[redfish]
+kernel_append_params = {kernel_params}
 [pxe]
 tftp_root = {d}/tftp
+kernel_append_params = {kernel_params}
 [oslo_concurrency]
 lock_path = {d}/locks
 ",
-        htpasswd = htpasswd.display()
+        htpasswd = v.htpasswd.display()
     )
 }
 
@@ -169,7 +238,7 @@ impl IronicSupervisor {
             .or_else(find_program)
             .ok_or_else(|| SupervisorError("the ironic program is not on PATH nor in a virtualenv; install it (scripts/setup-ironic.sh) or pass its path".into()))?;
         let dir = config.data_dir.join("ironic");
-        for sub in ["", "http", "tftp", "locks"] {
+        for sub in ["", "http", "tftp", "locks", "agent-logs"] {
             std::fs::create_dir_all(dir.join(sub))
                 .map_err(|e| SupervisorError(format!("creating {}: {e}", dir.display())))?;
         }
@@ -181,10 +250,29 @@ impl IronicSupervisor {
             .map_err(|e| SupervisorError(format!("writing {}: {e}", htpasswd.display())))?;
         let port = match config.port {
             Some(p) => p,
-            None => free_port().map_err(|e| SupervisorError(format!("no free port: {e}")))?,
+            None => free_port(config.listen)
+                .map_err(|e| SupervisorError(format!("no free port: {e}")))?,
         };
         let conf = dir.join("ironic.conf");
-        write_private(&conf, &config_text(&dir, port, &htpasswd))
+        let host = match config.listen {
+            ip if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            ip => ip,
+        };
+        let url = match host {
+            IpAddr::V6(ip) => format!("http://[{ip}]:{port}"),
+            IpAddr::V4(ip) => format!("http://{ip}:{port}"),
+        };
+        let callback_url = config.callback_url.clone().unwrap_or_else(|| url.clone());
+        let text = config_text(&ConfigValues {
+            dir: &dir,
+            htpasswd: &htpasswd,
+            listen: config.listen,
+            port,
+            callback_url: &callback_url,
+            http_url: config.http_url.as_deref(),
+            kernel_params: &config.kernel_params,
+        });
+        write_private(&conf, &text)
             .map_err(|e| SupervisorError(format!("writing {}: {e}", conf.display())))?;
 
         // The schema once; later starts only upgrade it (a no-op when current).
@@ -209,8 +297,7 @@ impl IronicSupervisor {
             )));
         }
 
-        let endpoint =
-            IronicEndpoint::new(format!("http://127.0.0.1:{port}")).with_basic_auth(user, password);
+        let endpoint = IronicEndpoint::new(url).with_basic_auth(user, password);
         let run = Runner {
             program,
             conf,
