@@ -2,7 +2,7 @@
 
 use super::errors::Inner;
 use super::memo::{Pending, Phase};
-use super::node::{last_error, provision_state};
+use super::node::{self, last_error, provision_state};
 use super::provisioner::IronicProvisioner;
 use crate::{ErrorKind, HostInfo, ProvisionerError, Step};
 
@@ -23,6 +23,9 @@ impl IronicProvisioner {
                     Phase::Manageable
                 };
                 Ok(Step::Done(()))
+            }
+            _ if memo.pending.is_some() && node::settling(&node) => {
+                self.wait("Ironic is still handling the failure (its last_error follows)")
             }
             "error" | "clean failed" if memo.pending == Some(Pending::Undeploy) => {
                 memo.pending = None;

@@ -54,6 +54,9 @@ impl IronicProvisioner {
                 )?;
                 Ok(Step::Done(Some(details)))
             }
+            _ if memo.pending.is_some() && node::settling(&node) => {
+                self.wait("Ironic is still handling the failure (its last_error follows)")
+            }
             "inspect failed" if memo.pending == Some(Pending::Inspect) => {
                 memo.pending = None;
                 Err(ProvisionerError::new(

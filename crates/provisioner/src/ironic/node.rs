@@ -391,6 +391,14 @@ pub(super) fn last_error(node: &Value) -> Option<String> {
         .map(String::from)
 }
 
+/// A node in a failed state that Ironic still holds a lock on: it is finishing its failure
+/// handling (a deploy failure powers the node off, which clears `last_error` until Ironic sets
+/// it again), so its error is not final yet.
+pub(super) fn settling(node: &Value) -> bool {
+    provision_state(node).ends_with(" failed")
+        && node.get("reservation").is_some_and(|r| !r.is_null())
+}
+
 pub(super) fn is_busy(state: &str) -> bool {
     BUSY_STATES.contains(&state)
 }
@@ -603,6 +611,16 @@ mod tests {
         assert_eq!(body["driver"], "ipmi");
         assert_eq!(body["automated_clean"], false);
         assert_eq!(body["properties"]["capabilities"], "boot_mode:uefi");
+    }
+
+    #[test]
+    fn a_failed_node_still_locked_is_settling() {
+        let n = |state: &str, reservation: Value| json!({"provision_state": state, "reservation": reservation, "last_error": null});
+        assert!(settling(&n("deploy failed", json!("conductor-1"))));
+        assert!(settling(&n("clean failed", json!("conductor-1"))));
+        assert!(!settling(&n("deploy failed", Value::Null)));
+        assert!(!settling(&n("deploying", json!("conductor-1"))));
+        assert!(!settling(&json!({"provision_state": "deploy failed"})));
     }
 
     #[test]

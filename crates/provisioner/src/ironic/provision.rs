@@ -65,6 +65,9 @@ impl IronicProvisioner {
                 self.provide(host, &mut memo, &node).await?;
                 self.wait("Ironic is making the node available")
             }
+            _ if memo.pending.is_some() && node::settling(&node) => {
+                self.wait("Ironic is still handling the failure (its last_error follows)")
+            }
             "clean failed" if memo.pending == Some(Pending::Provide) => {
                 memo.pending = None;
                 Err(ProvisionerError::new(
@@ -122,6 +125,9 @@ impl IronicProvisioner {
                 memo.pending = None;
                 memo.phase = Phase::Active(spec);
                 Ok(Step::Done(()))
+            }
+            _ if memo.pending.is_some() && node::settling(&node) => {
+                self.wait("Ironic is still handling the failure (its last_error follows)")
             }
             "deploy failed" if memo.pending == Some(Pending::Deploy) => {
                 memo.pending = None;
