@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::errors::Inner;
 use super::memo::{Pending, Phase};
-use super::node::{self, DeploySpec, last_error, provision_state, str_of};
+use super::node::{self, DeploySpec, provision_state, str_of};
 use super::provisioner::IronicProvisioner;
 use crate::{Deployment, ErrorKind, HostInfo, ProvisionerError, Step};
 
@@ -42,7 +42,7 @@ impl IronicProvisioner {
                 memo.pending = None;
                 Err(ProvisionerError::new(
                     ErrorKind::Failed,
-                    format!("adoption failed: {}", last_error(&node).unwrap_or_default()),
+                    format!("adoption failed: {}", self.failure(&node).await),
                 )
                 .into())
             }
@@ -63,10 +63,7 @@ impl IronicProvisioner {
             }
             "deploy failed" => Err(ProvisionerError::new(
                 ErrorKind::Failed,
-                format!(
-                    "cannot adopt: deploy failed: {}",
-                    last_error(&node).unwrap_or_default()
-                ),
+                format!("cannot adopt: deploy failed: {}", self.failure(&node).await),
             )
             .into()),
             state => self.wait(format!("Ironic state {state}")),

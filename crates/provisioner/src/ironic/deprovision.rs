@@ -2,7 +2,7 @@
 
 use super::errors::Inner;
 use super::memo::{Pending, Phase};
-use super::node::{self, last_error, provision_state};
+use super::node::{self, provision_state};
 use super::provisioner::IronicProvisioner;
 use crate::{ErrorKind, HostInfo, ProvisionerError, Step};
 
@@ -31,10 +31,7 @@ impl IronicProvisioner {
                 memo.pending = None;
                 Err(ProvisionerError::new(
                     ErrorKind::Failed,
-                    format!(
-                        "deprovisioning failed: {}",
-                        last_error(&node).unwrap_or_default()
-                    ),
+                    format!("deprovisioning failed: {}", self.failure(&node).await),
                 )
                 .into())
             }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::client::ApiError;
 use super::errors::{Fail, Inner};
 use super::memo::{Pending, Phase};
-use super::node::{self, last_error, provision_state, uuid};
+use super::node::{self, provision_state, uuid};
 use super::provisioner::IronicProvisioner;
 use crate::{ErrorKind, HostInfo, ProvisionerError, Step};
 
@@ -61,10 +61,7 @@ impl IronicProvisioner {
                 memo.pending = None;
                 Err(ProvisionerError::new(
                     ErrorKind::Failed,
-                    format!(
-                        "inspection failed: {}",
-                        last_error(&node).unwrap_or_default()
-                    ),
+                    format!("inspection failed: {}", self.failure(&node).await),
                 )
                 .into())
             }

@@ -391,6 +391,29 @@ pub(super) fn last_error(node: &Value) -> Option<String> {
         .map(String::from)
 }
 
+/// The newest error in a node's history (`GET /v1/nodes/{id}/history?detail=true`): where the
+/// cause of a failure stays when `last_error` does not (a failed deploy step's clean-up powers
+/// the node off, and a power action clears `last_error`).
+pub fn newest_history_error(history: &Value) -> Option<String> {
+    history
+        .get("history")?
+        .as_array()?
+        .iter()
+        .filter(|e| e.get("severity").and_then(Value::as_str) == Some("ERROR"))
+        .max_by(|a, b| {
+            let at = |e: &Value| {
+                e.get("created_at")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            at(a).cmp(&at(b))
+        })
+        .and_then(|e| e.get("event").and_then(Value::as_str))
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+}
+
 /// A node in a failed state that Ironic still holds a lock on: it is finishing its failure
 /// handling (a deploy failure powers the node off, which clears `last_error` until Ironic sets
 /// it again), so its error is not final yet.
@@ -611,6 +634,22 @@ mod tests {
         assert_eq!(body["driver"], "ipmi");
         assert_eq!(body["automated_clean"], false);
         assert_eq!(body["properties"]["capabilities"], "boot_mode:uefi");
+    }
+
+    #[test]
+    fn the_newest_error_of_a_history_is_the_cause() {
+        let history = json!({"history": [
+            {"created_at": "2026-11-27T14:42:37+00:00", "severity": "INFO", "event": "Starting deployment"},
+            {"created_at": "2026-11-27T14:45:20+00:00", "severity": "ERROR", "event": "old failure"},
+            {"created_at": "2026-11-27T14:48:39+00:00", "severity": "ERROR", "event": "Image failed to verify against checksum."},
+            {"created_at": "2026-11-27T14:48:53+00:00", "severity": "INFO", "event": "Starting deployment"},
+        ]});
+        assert_eq!(
+            newest_history_error(&history).as_deref(),
+            Some("Image failed to verify against checksum.")
+        );
+        assert_eq!(newest_history_error(&json!({"history": []})), None);
+        assert_eq!(newest_history_error(&Value::Null), None);
     }
 
     #[test]

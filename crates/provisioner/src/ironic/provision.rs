@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::errors::Inner;
 use super::memo::{Pending, Phase};
-use super::node::{self, last_error, provision_state, uuid};
+use super::node::{self, provision_state, uuid};
 use super::provisioner::IronicProvisioner;
 use crate::{Deployment, ErrorKind, HostInfo, ProvisionerError, Step};
 
@@ -72,7 +72,7 @@ impl IronicProvisioner {
                 memo.pending = None;
                 Err(ProvisionerError::new(
                     ErrorKind::Failed,
-                    format!("cleaning failed: {}", last_error(&node).unwrap_or_default()),
+                    format!("cleaning failed: {}", self.failure(&node).await),
                 )
                 .into())
             }
@@ -133,7 +133,7 @@ impl IronicProvisioner {
                 memo.pending = None;
                 Err(ProvisionerError::new(
                     ErrorKind::Failed,
-                    format!("deploy failed: {}", last_error(&node).unwrap_or_default()),
+                    format!("deploy failed: {}", self.failure(&node).await),
                 )
                 .into())
             }

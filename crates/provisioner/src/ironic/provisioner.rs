@@ -70,6 +70,19 @@ impl IronicProvisioner {
         }
     }
 
+    /// Why a node failed: its `last_error`, else the newest error of its history (Ironic
+    /// clears `last_error` when a failed step's clean-up powers the node off).
+    pub(super) async fn failure(&self, node: &serde_json::Value) -> String {
+        if let Some(e) = super::node::last_error(node) {
+            return e;
+        }
+        let path = format!("/v1/nodes/{}/history?detail=true", super::node::uuid(node));
+        match self.client.get(&path).await {
+            Ok(history) => super::node::newest_history_error(&history).unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
     pub(super) fn wait<T>(&self, reason: impl Into<String>) -> Inner<Step<T>> {
         Ok(Step::waiting(self.options.poll_interval, reason))
     }
