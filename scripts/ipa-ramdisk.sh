@@ -9,8 +9,8 @@
 # OUTDIR defaults to $FERROMETAL_IPA_CACHE or $REPO_ROOT/.cache/ipa. Prints key=value lines (and
 # nothing else on stdout):
 #   kernel   vmlinuz: Debian's generic kernel (the package behind linux-image-amd64).
-#   initrd   initrd.img: the whole root as a newc cpio, zstd -19 (FERROMETAL_IPA_ZSTD_LEVEL;
-#            -19 is ~10 MiB smaller than -9 and costs ~70 s once); the kernel unpacks it and
+#   initrd   initrd.img: the whole root as a newc cpio, zstd -9 (FERROMETAL_IPA_ZSTD_LEVEL;
+#            -19 is ~10 MiB smaller and costs ~70 s more of two cores); the kernel unpacks it and
 #            runs /init, which starts udev, takes DHCP leases on every Ethernet NIC and runs
 #            ironic-python-agent, its log on the console. IPA's options come from the kernel
 #            command line: ipa-api-url=URL (Ironic's API), ipa-insecure=1, ipa-debug=1, ...
@@ -46,7 +46,7 @@ SRC="$REPO_ROOT/scripts/ipa-ramdisk"
 source "$REPO_ROOT/scripts/debian-boot.sh"
 GRUB_MODULES="normal linux search part_gpt part_msdos fat iso9660 echo serial terminal test configfile boot"
 CMDLINE="console=tty0 console=ttyS0,115200 ${FERROMETAL_IPA_ISO_APPEND:-}"
-ZSTD_LEVEL=${FERROMETAL_IPA_ZSTD_LEVEL:-19}
+ZSTD_LEVEL=${FERROMETAL_IPA_ZSTD_LEVEL:-9}
 [ "$(id -u)" -eq 0 ] || { echo "ipa-ramdisk: run as root (debootstrap and chroot need it)" >&2; exit 1; }
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
