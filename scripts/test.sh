@@ -12,6 +12,11 @@ bash scripts/setup-ironic.sh
 # Debian packages and cached: the lab tests boot real (virtual) machines.
 bash scripts/vmlab.sh setup
 bash scripts/guest-images.sh >/dev/null
+# Ironic's agent ramdisk (debootstrap and PyPI, ~2.5 min cold, cached) builds while the tests
+# compile; the Ironic lab tests wait for it (the script's lock) and build it themselves if this
+# failed, so a failure shows in those tests.
+mkdir -p .cache
+bash scripts/ipa-ramdisk.sh >.cache/ipa-ramdisk.log 2>&1 &
 export FERROMETAL_VENV="$VENV"
 # Every process the tests start inherits this mark, however it is started and whoever its
 # parent ends up being; it is how the check below finds leftovers.
@@ -23,6 +28,7 @@ if command -v cargo-nextest >/dev/null; then
 else
   cargo test --workspace --no-fail-fast "$@" || status=$?
 fi
+wait # the ramdisk build, if no test waited for it
 # A short fuzz of every target, after replaying every input that once crashed (fuzz/).
 bash fuzz/smoke.sh 8 || status=1
 bash scripts/leftovers.sh "$run_mark" || status=1

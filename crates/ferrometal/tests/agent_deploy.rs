@@ -4,72 +4,25 @@
 //! with a config drive, and boots it: the disk image's first-boot line on the VM's console
 //! (host name from the metadata, SHA-256 of the user data) is the proof.
 
+mod lab_common;
 mod serve_common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferrometal_test_support::peers::FileServer;
 use ferrometal_test_support::vmlab::{
     Firmware, Lab, Vm, agent_ramdisk, guest_images, lldp_frame, publish,
 };
+use lab_common::{FIRSTBOOT, host, sha256_hex, state};
 use serde_json::Value;
 use serve_common::{Serve, free_port, serve};
 
-const FIRSTBOOT: &str = "FERROMETAL-FIRSTBOOT";
 /// Software emulation: a boot into the ramdisk or the disk takes 6-15 s here; room for load.
 const BOOT: Duration = Duration::from_secs(300);
 
-fn host(s: &Serve, ns: &str, name: &str) -> Value {
-    serde_json::from_str(&s.ok(&["get", "bmh", "-n", ns, name, "-o", "json"])).unwrap()
-}
-
-fn state(h: &Value) -> String {
-    h["status"]["provisioning"]["state"]
-        .as_str()
-        .unwrap_or("")
-        .to_string()
-}
-
-fn wait_for(s: &Serve, lab: &Lab, vm: &Vm, what: &str, mut check: impl FnMut() -> bool) {
-    let ns = if lab.manifests().contains("namespace: infra") {
-        "infra"
-    } else {
-        "default"
-    };
-    let start = Instant::now();
-    while start.elapsed() < BOOT {
-        if check() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let log = std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default();
-    let tail: Vec<&str> = log.lines().rev().take(40).collect();
-    panic!(
-        "{what}: not within {BOOT:?}\n--- host ---\n{}\n--- console ---\n{}\n--- serve log (newest first) ---\n{}",
-        host(s, ns, &vm.name),
-        lab.console(vm),
-        tail.join("\n")
-    );
-}
-
-fn sha256_hex(data: &[u8]) -> String {
-    let out = std::process::Command::new("sha256sum")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(data)?;
-            c.wait_with_output()
-        })
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string()
+fn wait_for(s: &Serve, lab: &Lab, vm: &Vm, what: &str, check: impl FnMut() -> bool) {
+    lab_common::wait_for(s, lab, vm, BOOT, what, check)
 }
 
 /// The ports one serve with the agent uses, kept for a restart.

@@ -182,6 +182,8 @@ impl Drop for IpmiSim {
 pub struct FileServer {
     pub dir: TempDir,
     pub port: u16,
+    /// The address it listens on (127.0.0.1 unless [`FileServer::start_on`]).
+    pub ip: String,
     /// With [`FileServer::https`]: the CA that signed the server's certificate (PEM).
     pub ca_file: Option<PathBuf>,
     _tls: Option<TempDir>,
@@ -223,6 +225,22 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), handler).serve_
 impl FileServer {
     pub fn start() -> FileServer {
         FileServer::spawn(None)
+    }
+
+    /// Plain HTTP on `ip` (a lab's provisioning address, where VMs reach it) instead of
+    /// loopback.
+    pub fn start_on(ip: &str) -> FileServer {
+        FileServer::spawn_on(ip, |command, port, dir| {
+            command.args([
+                "-m",
+                "http.server",
+                "--bind",
+                ip,
+                &port.to_string(),
+                "--directory",
+                dir,
+            ]);
+        })
     }
 
     /// Sends every file at `rate` bytes a second.
@@ -328,9 +346,13 @@ impl FileServer {
     }
 
     fn spawn_with(args: impl FnOnce(&mut Command, u16, &str)) -> FileServer {
+        FileServer::spawn_on("127.0.0.1", args)
+    }
+
+    fn spawn_on(ip: &str, args: impl FnOnce(&mut Command, u16, &str)) -> FileServer {
         let dir = TempDir::new();
         std::fs::write(dir.path().join("live.iso"), vec![0x42u8; 64 * 1024]).unwrap();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
         drop(listener);
         let mut command = Command::new("python3");
@@ -340,10 +362,11 @@ impl FileServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("python3 http.server");
-        wait_port(port);
+        wait_addr(ip, port);
         FileServer {
             dir,
             port,
+            ip: ip.to_string(),
             ca_file: None,
             _tls: None,
             child,
@@ -351,7 +374,7 @@ impl FileServer {
     }
 
     pub fn url(&self, name: &str) -> String {
-        format!("http://127.0.0.1:{}/{name}", self.port)
+        format!("http://{}:{}/{name}", self.ip, self.port)
     }
 }
 
@@ -363,12 +386,13 @@ impl Drop for FileServer {
 }
 
 pub fn wait_port(port: u16) {
+    wait_addr("127.0.0.1", port)
+}
+
+pub fn wait_addr(ip: &str, port: u16) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "nothing listens on 127.0.0.1:{port}"
-        );
+    while std::net::TcpStream::connect((ip, port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {ip}:{port}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }

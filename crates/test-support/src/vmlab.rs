@@ -26,6 +26,20 @@ pub struct Summary {
     pub sushy: SushySummary,
     pub manifests: PathBuf,
     pub vms: Vec<Vm>,
+    /// With [`Lab::up_provisioning`]: the VMs' first NICs' network.
+    #[serde(default)]
+    pub provisioning: Option<Provisioning>,
+}
+
+/// A lab's provisioning network: a bridge on the host with DHCP for the VMs' first NICs.
+#[derive(Debug, Deserialize, Clone)]
+pub struct Provisioning {
+    pub bridge: String,
+    /// The host's address on it: services bound here reach the VMs and are reached by them.
+    pub address: String,
+    pub cidr: String,
+    /// dnsmasq's lease file (`EXPIRY MAC IP …` lines).
+    pub leases: PathBuf,
 }
 
 #[derive(Debug, Deserialize)]
@@ -89,16 +103,60 @@ impl Lab {
     /// As `up`, with disks of `disk` (`5G`: the deploy agent, like Ironic's, chooses a root
     /// disk of at least 4 GiB when no hints are given). Disks are sparse qcow2 volumes.
     pub fn up_with_disk(n: usize, firmware: Firmware, ns: &str, disk: &str) -> Lab {
-        Lab::make(n, firmware, ns, disk, false)
+        Lab::make(n, firmware, ns, &["--disk", disk, "--ram", "1024"])
+    }
+
+    /// VMs whose first NIC is on a provisioning network of the lab's own
+    /// ([`Summary::provisioning`]), with `ram_mib` of memory (an agent ramdisk with a Python
+    /// userland needs 2048) and `disks` disks of `disk` each.
+    pub fn up_provisioning(
+        n: usize,
+        firmware: Firmware,
+        ns: &str,
+        disk: &str,
+        disks: usize,
+        ram_mib: u32,
+    ) -> Lab {
+        let disks = disks.to_string();
+        let ram = ram_mib.to_string();
+        Lab::make(
+            n,
+            firmware,
+            ns,
+            &[
+                "--disk",
+                disk,
+                "--disks",
+                &disks,
+                "--ram",
+                &ram,
+                "--prov-network",
+            ],
+        )
+    }
+
+    /// The provisioning network's host address (panics on a lab without one).
+    pub fn provisioning_address(&self) -> &str {
+        &self
+            .summary
+            .provisioning
+            .as_ref()
+            .expect("a lab with --prov-network")
+            .address
     }
 
     /// As `up_with_disk`, each VM with a second NIC cabled to a "switch port" the test feeds
     /// frames into ([`Lab::send_frame`]).
     pub fn up_with_switch(n: usize, firmware: Firmware, ns: &str, disk: &str) -> Lab {
-        Lab::make(n, firmware, ns, disk, true)
+        Lab::make(
+            n,
+            firmware,
+            ns,
+            &["--disk", disk, "--ram", "1024", "--switch-port"],
+        )
     }
 
-    fn make(n: usize, firmware: Firmware, ns: &str, disk: &str, switch: bool) -> Lab {
+    fn make(n: usize, firmware: Firmware, ns: &str, shape: &[&str]) -> Lab {
         let state = TempDir::new();
         let mode = match firmware {
             Firmware::Uefi => "--uefi",
@@ -109,10 +167,6 @@ impl Lab {
             "up",
             &count,
             mode,
-            "--disk",
-            disk,
-            "--ram",
-            "1024",
             "--nics",
             "1",
             "--namespace",
@@ -120,9 +174,7 @@ impl Lab {
             "--state",
             state.path_str(),
         ];
-        if switch {
-            args.push("--switch-port");
-        }
+        args.extend_from_slice(shape);
         let out = vmlab(&args);
         assert!(
             out.status.success(),
@@ -154,8 +206,8 @@ impl Lab {
 
     /// The VM's serial console so far (CR stripped).
     pub fn console(&self, vm: &Vm) -> String {
-        std::fs::read_to_string(&vm.console_log)
-            .unwrap_or_default()
+        // Firmware and boot loaders write bytes that are not UTF-8 (OVMF's screen control).
+        String::from_utf8_lossy(&std::fs::read(&vm.console_log).unwrap_or_default())
             .replace('\r', "")
     }
 
@@ -277,6 +329,11 @@ impl Lab {
 
     /// The file behind the VM's first disk (a qcow2 volume), as libvirt names it.
     pub fn disk_path(&self, vm: &Vm) -> PathBuf {
+        self.disk_path_at(vm, 0)
+    }
+
+    /// The file behind the VM's disk number `n` (0: vda, 1: vdb, ...).
+    pub fn disk_path_at(&self, vm: &Vm, n: usize) -> PathBuf {
         let out = Command::new("virsh")
             .args([
                 "-q",
@@ -292,9 +349,10 @@ impl Lab {
         let source = text
             .lines()
             .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|f| f.len() == 4 && f[1] == "disk")
+            .filter(|f| f.len() == 4 && f[1] == "disk")
+            .nth(n)
             .map(|f| f[3].to_string())
-            .unwrap_or_else(|| panic!("no disk in virsh domblklist {}: {text}", vm.name));
+            .unwrap_or_else(|| panic!("no disk {n} in virsh domblklist {}: {text}", vm.name));
         if source.starts_with('/') {
             return PathBuf::from(source);
         }
@@ -318,6 +376,11 @@ impl Lab {
     /// `len` bytes of the VM's first disk at `offset` (both multiples of 512), read by
     /// `qemu-img` as the guest sees them, shared with a running VM.
     pub fn read_disk(&self, vm: &Vm, offset: u64, len: u64) -> Vec<u8> {
+        self.read_disk_at(vm, 0, offset, len)
+    }
+
+    /// As [`Lab::read_disk`], of the VM's disk number `n`.
+    pub fn read_disk_at(&self, vm: &Vm, n: usize, offset: u64, len: u64) -> Vec<u8> {
         assert!(offset.is_multiple_of(512) && len.is_multiple_of(512));
         let dir = TempDir::new();
         let out = dir.path().join("part.raw");
@@ -326,7 +389,7 @@ impl Lab {
             .arg(format!("skip={}", offset / 512))
             // qemu-img's count includes the skipped blocks.
             .arg(format!("count={}", (offset + len) / 512))
-            .arg(format!("if={}", self.disk_path(vm).display()))
+            .arg(format!("if={}", self.disk_path_at(vm, n).display()))
             .arg(format!("of={}", out.display()))
             .output()
             .expect("qemu-img");
@@ -415,26 +478,46 @@ pub struct GuestImages {
     pub disk_qcow2: PathBuf,
 }
 
+/// Runs `scripts/NAME` (which builds something and caches it) and returns what it printed as
+/// `key=path` lines, to be looked up with [`Printed::get`].
+struct Printed {
+    script: &'static str,
+    text: String,
+}
+
+impl Printed {
+    fn run(script: &'static str, args: &[&str]) -> Printed {
+        let out = Command::new("bash")
+            .arg(repo_root().join("scripts").join(script))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("run scripts/{script}: {e}"));
+        assert!(
+            out.status.success(),
+            "scripts/{script} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Printed {
+            script,
+            text: String::from_utf8_lossy(&out.stdout).into_owned(),
+        }
+    }
+
+    fn get(&self, key: &str) -> PathBuf {
+        self.text
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| panic!("{} printed no {key}: {}", self.script, self.text))
+    }
+}
+
 pub fn guest_images() -> &'static GuestImages {
     static IMAGES: OnceLock<GuestImages> = OnceLock::new();
     IMAGES.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(repo_root().join("scripts/guest-images.sh"))
-            .stdin(Stdio::null())
-            .output()
-            .expect("run scripts/guest-images.sh");
-        assert!(
-            out.status.success(),
-            "scripts/guest-images.sh failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
-        let get = |key: &str| -> PathBuf {
-            text.lines()
-                .find_map(|l| l.strip_prefix(&format!("{key}=")))
-                .map(PathBuf::from)
-                .unwrap_or_else(|| panic!("guest-images.sh printed no {key}: {text}"))
-        };
+        let printed = Printed::run("guest-images.sh", &[]);
+        let get = |key: &str| printed.get(key);
         GuestImages {
             live_iso: get("live_iso"),
             disk_raw: get("disk_raw"),
@@ -448,6 +531,29 @@ pub fn publish(dir: &Path, name: &str, file: &Path) {
     let link = dir.join(name);
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(file, link).unwrap();
+}
+
+/// Ironic's agent ramdisk (IPA from PyPI on Debian, `scripts/ipa-ramdisk.sh`, cached).
+pub struct IpaRamdisk {
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+    pub iso: PathBuf,
+    /// An EFI system partition with GRUB, for the ISOs Ironic builds for UEFI machines.
+    pub esp: PathBuf,
+}
+
+pub fn ipa_ramdisk() -> &'static IpaRamdisk {
+    static RAMDISK: OnceLock<IpaRamdisk> = OnceLock::new();
+    RAMDISK.get_or_init(|| {
+        let printed = Printed::run("ipa-ramdisk.sh", &[]);
+        let get = |key: &str| printed.get(key);
+        IpaRamdisk {
+            kernel: get("kernel"),
+            initrd: get("initrd"),
+            iso: get("iso"),
+            esp: get("esp"),
+        }
+    })
 }
 
 /// The deploy agent's ramdisk (`scripts/agent-ramdisk.sh`, cached), with the agent built in
@@ -470,24 +576,8 @@ pub fn agent_ramdisk() -> &'static PathBuf {
             .map(|d| d.join("ferrometal-agent"))
             .find(|p| p.is_file())
             .expect("the ferrometal-agent binary next to the test binaries");
-        let out = Command::new("bash")
-            .arg(repo_root().join("scripts/agent-ramdisk.sh"))
-            .arg("--agent")
-            .arg(&agent)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run scripts/agent-ramdisk.sh");
-        assert!(
-            out.status.success(),
-            "scripts/agent-ramdisk.sh failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
-        let iso = text
-            .lines()
-            .find_map(|l| l.strip_prefix("iso="))
-            .map(PathBuf::from)
-            .unwrap_or_else(|| panic!("agent-ramdisk.sh printed no iso: {text}"));
+        let agent = agent.to_string_lossy();
+        let iso = Printed::run("agent-ramdisk.sh", &["--agent", &agent]).get("iso");
         iso.parent().unwrap().to_path_buf()
     })
 }

@@ -1,0 +1,416 @@
+//! Ironic all the way: `serve --provisioner ironic` supervising a standalone Ironic that boots
+//! a real ironic-python-agent ramdisk (built by `scripts/ipa-ramdisk.sh` from PyPI and Debian)
+//! on lab VMs through sushy-tools' virtual media. The VMs' first NICs sit on the lab's
+//! provisioning network, where Ironic's API listens: the agent calls Ironic and Ironic calls
+//! the agent, as on metal3's provisioning network. What the VM prints on its console and what
+//! Ironic records for its node are the truth.
+
+mod lab_common;
+mod serve_common;
+
+use std::time::Duration;
+
+use ferrometal_test_support::peers::FileServer;
+use ferrometal_test_support::vmlab::{Firmware, Lab, Vm, guest_images, ipa_ramdisk, publish};
+use lab_common::{FIRSTBOOT, sha256_hex, state};
+use serde_json::Value;
+use serve_common::{Serve, free_port, serve};
+
+/// Software emulation: the agent ramdisk (a Debian userland with Python) takes a few minutes
+/// to boot and inspect; cleaning and the image write follow on the same boot (fast track).
+const LONG: Duration = Duration::from_secs(900);
+
+fn host(s: &Serve, name: &str) -> Value {
+    host_in(s, "default", name)
+}
+
+fn host_in(s: &Serve, ns: &str, name: &str) -> Value {
+    lab_common::host(s, ns, name)
+}
+
+fn wait_for(s: &Serve, lab: &Lab, vm: &Vm, what: &str, check: impl FnMut() -> bool) {
+    lab_common::wait_for(s, lab, vm, LONG, what, check)
+}
+
+/// serve with the ironic provisioner, Ironic's API on the lab's provisioning address and the
+/// agent ramdisk served from `files`.
+fn serve_ironic(dir: &std::path::Path, lab: &Lab, files: &FileServer) -> Serve {
+    let ipa = ipa_ramdisk();
+    publish(files.dir.path(), "ipa.kernel", &ipa.kernel);
+    publish(files.dir.path(), "ipa.initramfs", &ipa.initrd);
+    publish(files.dir.path(), "esp.img", &ipa.esp);
+    let kernel = files.url("ipa.kernel");
+    let ramdisk = files.url("ipa.initramfs");
+    let esp = files.url("esp.img");
+    let listen = lab.provisioning_address().to_string();
+    serve(
+        dir,
+        free_port(),
+        &[
+            "--provisioner",
+            "ironic",
+            "--power-poll-interval",
+            "10",
+            "--error-backoff",
+            "2",
+            "--bmc-timeout",
+            "20",
+            "--deploy-kernel-url",
+            &kernel,
+            "--deploy-ramdisk-url",
+            &ramdisk,
+            "--deploy-bootloader-url",
+            &esp,
+            "--ironic-listen",
+            &listen,
+        ],
+    )
+}
+
+/// Ironic's own record of a node, read with the credentials serve generated for it.
+fn ironic_node(s: &Serve, ns: &str, name: &str) -> Value {
+    let dir = s.dir.join("ironic");
+    let creds = std::fs::read_to_string(dir.join("credentials")).unwrap();
+    let conf = std::fs::read_to_string(dir.join("ironic.conf")).unwrap();
+    let field = |key: &str| {
+        conf.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} = ")))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let url = format!(
+        "http://{}:{}/v1/nodes/{ns}~{name}",
+        field("host_ip"),
+        field("port")
+    );
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sf",
+            "-u",
+            creds.trim(),
+            "-H",
+            "X-OpenStack-Ironic-API-Version: 1.81",
+        ])
+        .arg(&url)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+/// Registration, in-band inspection by IPA (the VM's real CPUs, RAM, disk and NIC), metadata
+/// cleaning, a qcow2 image with user data written by IPA (`direct` deploy) and booted from
+/// the disk, deprovisioning (cleaning again) back to available, a missing image named in the
+/// error, and the same VM provisioned again with network data; on a legacy-BIOS VM.
+#[test]
+fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
+    let lab = Lab::up_provisioning(1, Firmware::Legacy, "default", "5G", 1, 2048);
+    let vm = lab.vm(0).clone();
+    let files = FileServer::start_on(lab.provisioning_address());
+    let images = guest_images();
+    publish(files.dir.path(), "disk.qcow2", &images.disk_qcow2);
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve_ironic(dir.path(), &lab, &files);
+
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
+    wait_for(
+        &s,
+        &lab,
+        &vm,
+        "available after inspection and cleaning",
+        || state(&host(&s, &vm.name)) == "available",
+    );
+    let console = lab.console(&vm);
+    assert!(
+        console.contains("ironic-python-agent"),
+        "the agent never ran on the VM:\n{console}"
+    );
+    let node = ironic_node(&s, "default", &vm.name);
+    assert_eq!(node["inspect_interface"], "agent", "{node}");
+    // What IPA saw from inside the VM.
+    let hw = &host(&s, &vm.name)["status"]["hardware"];
+    assert_eq!(hw["cpu"]["count"], 1, "{hw}");
+    let ram = hw["ramMebibytes"].as_i64().unwrap_or(0);
+    assert!((1900..=2048).contains(&ram), "RAM {ram} MiB: {hw}");
+    let disks = hw["storage"].as_array().cloned().unwrap_or_default();
+    assert!(
+        disks
+            .iter()
+            .any(|d| d["name"] == "/dev/vda" && d["sizeBytes"] == 5_368_709_120_i64),
+        "{hw}"
+    );
+    let prov_net = lab.provisioning_address().rsplit_once('.').unwrap().0;
+    let nics = hw["nics"].as_array().cloned().unwrap_or_default();
+    let boot_nic = nics
+        .iter()
+        .find(|n| n["mac"].as_str() == Some(vm.boot_mac.as_str()))
+        .unwrap_or_else(|| panic!("no NIC with the boot MAC: {hw}"));
+    assert!(
+        boot_nic["ip"]
+            .as_str()
+            .is_some_and(|ip| ip.starts_with(&format!("{prov_net}."))),
+        "{boot_nic}"
+    );
+
+    // A qcow2 image with user data; IPA writes it and the config drive Ironic builds.
+    let qcow2 = std::fs::read(&images.disk_qcow2).unwrap();
+    let user_data = "#!/bin/sh\necho hello from the ironic test\n";
+    s.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "web-user-data",
+        &format!("--from-literal=userData={user_data}"),
+    ]);
+    let url = files.url("disk.qcow2");
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        &format!(
+            r#"{{"spec":{{"online":true,"userData":{{"name":"web-user-data"}},"image":{{"url":"{url}","format":"qcow2","checksum":"{}","checksumType":"sha256"}}}}}}"#,
+            sha256_hex(&qcow2)
+        ),
+    ]);
+    wait_for(&s, &lab, &vm, "the image's first boot", || {
+        lab.console(&vm).contains(FIRSTBOOT)
+    });
+    let line = lab.wait_console(&vm, FIRSTBOOT, 0, LONG);
+    assert!(
+        line.contains(&format!("\"hostname\":\"{}\"", vm.name)),
+        "{line}"
+    );
+    assert!(line.contains(&sha256_hex(user_data.as_bytes())), "{line}");
+    wait_for(&s, &lab, &vm, "provisioned", || {
+        state(&host(&s, &vm.name)) == "provisioned"
+    });
+    let node = ironic_node(&s, "default", &vm.name);
+    assert_eq!(node["provision_state"], "active", "{node}");
+    assert_eq!(node["deploy_interface"], "direct", "{node}");
+
+    // Deprovisioning cleans the disk's metadata again and the host is available.
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/image"}]"#,
+    ]);
+    wait_for(&s, &lab, &vm, "available after deprovisioning", || {
+        state(&host(&s, &vm.name)) == "available"
+    });
+    let node = ironic_node(&s, "default", &vm.name);
+    assert_eq!(node["provision_state"], "available", "{node}");
+
+    // A missing image: the provisioning error names it (IPA's download error, through
+    // Ironic's last_error), and nothing boots.
+    let missing = files.url("missing.qcow2");
+    let image = |url: &str| {
+        format!(
+            r#"{{"url":"{url}","format":"qcow2","checksum":"{}","checksumType":"sha256"}}"#,
+            sha256_hex(&qcow2)
+        )
+    };
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        &format!(r#"{{"spec":{{"image":{}}}}}"#, image(&missing)),
+    ]);
+    wait_for(&s, &lab, &vm, "a download error", || {
+        let h = host(&s, &vm.name);
+        h["status"]["errorType"] == "provisioning error"
+            && h["status"]["errorMessage"]
+                .as_str()
+                .is_some_and(|m| m.contains("missing.qcow2"))
+    });
+    assert_eq!(lab.console(&vm).matches(FIRSTBOOT).count(), 1);
+
+    // Provisioned again on the same VM, now with network data: a static address on the boot
+    // NIC, which the image's first boot applies from the config drive Ironic wrote.
+    let address = format!("{prov_net}.77");
+    let network = format!(
+        r#"{{"links":[{{"id":"prov","type":"phy","ethernet_mac_address":"{}"}}],"networks":[{{"id":"p","type":"ipv4","link":"prov","ip_address":"{address}","netmask":"255.255.255.0"}}],"services":[]}}"#,
+        vm.boot_mac
+    );
+    s.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "web-network-data",
+        &format!("--from-literal=networkData={network}"),
+    ]);
+    let seen = lab.console_len(&vm);
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        &format!(
+            r#"{{"spec":{{"networkData":{{"name":"web-network-data"}},"image":{}}}}}"#,
+            image(&url)
+        ),
+    ]);
+    let line = lab.wait_console(&vm, FIRSTBOOT, seen, LONG);
+    assert!(line.contains("\"network\":\"static\""), "{line}");
+    assert!(line.contains(&format!("\"{address}/24\"")), "{line}");
+    assert!(line.contains(&sha256_hex(user_data.as_bytes())), "{line}");
+    wait_for(&s, &lab, &vm, "provisioned again", || {
+        state(&host(&s, &vm.name)) == "provisioned"
+    });
+}
+
+/// A tenant's HostClaim on a UEFI VM with two disks (Ironic builds the agent's ISO with the
+/// ramdisk script's EFI boot loader), the host's root device hints naming the second, and
+/// `automatedCleaningMode: disabled`: inspection by IPA and no cleaning;
+/// a wrong checksum on the host first ends in a provisioning error naming it (Ironic's
+/// last_error) with nothing booted, then the tenant's raw image with user data deploys and
+/// boots, and releasing the claim deprovisions the host.
+#[test]
+fn a_tenant_claim_deploys_a_raw_image_through_ironic_on_a_uefi_vm() {
+    let lab = Lab::up_provisioning(1, Firmware::Uefi, "infra", "5G", 2, 2048);
+    let vm = lab.vm(0).clone();
+    let files = FileServer::start_on(lab.provisioning_address());
+    let images = guest_images();
+    publish(files.dir.path(), "disk.raw", &images.disk_raw);
+    let raw = std::fs::read(&images.disk_raw).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve_ironic(dir.path(), &lab, &files);
+    s.ok(&["create", "namespace", "infra"]);
+    s.ok(&["create", "namespace", "tenant-a"]);
+    let manifests = lab.manifests().replace(
+        "  online: false\n",
+        "  online: false\n  automatedCleaningMode: disabled\n  rootDeviceHints: {deviceName: /dev/vdb}\n",
+    );
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&manifests));
+    s.ok(&["label", "bmh", "-n", "infra", &vm.name, "pool=lab"]);
+    wait_for(&s, &lab, &vm, "available after inspection", || {
+        state(&host_in(&s, "infra", &vm.name)) == "available"
+    });
+    let node = ironic_node(&s, "infra", &vm.name);
+    assert_eq!(node["automated_clean"], false, "{node}");
+    assert_eq!(node["inspect_interface"], "agent", "{node}");
+    let console = lab.console(&vm);
+    assert!(console.contains("ironic-python-agent"), "{console}");
+    assert!(
+        !console.contains("erase_devices_metadata"),
+        "cleaned although cleaning is disabled:\n{console}"
+    );
+    let hw = &host_in(&s, "infra", &vm.name)["status"]["hardware"];
+    let disks: Vec<&str> = hw["storage"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["name"].as_str())
+        .collect();
+    assert_eq!(disks, ["/dev/vda", "/dev/vdb"], "{hw}");
+
+    // A wrong checksum: IPA refuses the image, Ironic's last_error names it, nothing boots.
+    let url = files.url("disk.raw");
+    let wrong = "0".repeat(64);
+    s.ok(&[
+        "patch",
+        "bmh",
+        "-n",
+        "infra",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        &format!(
+            r#"{{"spec":{{"online":true,"image":{{"url":"{url}","format":"raw","checksum":"{wrong}","checksumType":"sha256"}}}}}}"#
+        ),
+    ]);
+    wait_for(&s, &lab, &vm, "a checksum error", || {
+        let h = host_in(&s, "infra", &vm.name);
+        h["status"]["errorType"] == "provisioning error"
+            && h["status"]["errorMessage"]
+                .as_str()
+                .is_some_and(|m| m.to_lowercase().contains("checksum"))
+    });
+    assert!(!lab.console(&vm).contains(FIRSTBOOT));
+    s.ok(&[
+        "patch",
+        "bmh",
+        "-n",
+        "infra",
+        &vm.name,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/image"},{"op":"replace","path":"/spec/online","value":false}]"#,
+    ]);
+    wait_for(&s, &lab, &vm, "available again", || {
+        state(&host_in(&s, "infra", &vm.name)) == "available"
+    });
+
+    // The tenant's claim: a raw image and user data, through Ironic's direct deploy.
+    s.lend("infra", "tenant-a");
+    let alice = s.tenant("alice", "tenant-a");
+    let user_data = "#!/bin/sh\necho hello from the ironic claim test\n";
+    let o = s.kubectl_with(
+        &alice,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "web-user-data",
+            &format!("--from-literal=userData={user_data}"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let claim = format!(
+        "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: web}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: lab}}}}\n  userData: {{name: web-user-data}}\n  image: {{url: \"{url}\", format: raw, checksum: \"{}\", checksumType: sha256}}\n",
+        sha256_hex(&raw)
+    );
+    let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&claim));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_for(&s, &lab, &vm, "the image's first boot", || {
+        lab.console(&vm).contains(FIRSTBOOT)
+    });
+    let line = lab.wait_console(&vm, FIRSTBOOT, 0, LONG);
+    assert!(
+        line.contains(&format!("\"hostname\":\"{}\"", vm.name)),
+        "{line}"
+    );
+    assert!(line.contains(&sha256_hex(user_data.as_bytes())), "{line}");
+    assert!(line.contains("\"boot\":\"uefi\""), "{line}");
+    wait_for(&s, &lab, &vm, "provisioned", || {
+        state(&host_in(&s, "infra", &vm.name)) == "provisioned"
+    });
+    let node = ironic_node(&s, "infra", &vm.name);
+    assert_eq!(node["provision_state"], "active", "{node}");
+    // The hints reached IPA: the image is on the second disk, the first is as blank as made.
+    assert_eq!(
+        node["properties"]["root_device"]["name"], "/dev/vdb",
+        "{node}"
+    );
+    let vdb = lab.read_disk_at(&vm, 1, 0, 1 << 20);
+    assert_eq!(&vdb[512..520], b"EFI PART", "no GPT on /dev/vdb");
+    assert!(
+        lab.read_disk_at(&vm, 0, 0, 1 << 20).iter().all(|b| *b == 0),
+        "/dev/vda was written"
+    );
+
+    // Releasing the claim deprovisions the host (no cleaning: disabled) back to available.
+    let o = s.kubectl_with(&alice, &["delete", "hostclaim", "web"], None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_for(&s, &lab, &vm, "available after the claim's release", || {
+        state(&host_in(&s, "infra", &vm.name)) == "available"
+    });
+    assert_eq!(
+        ironic_node(&s, "infra", &vm.name)["provision_state"],
+        "available"
+    );
+}

@@ -1,0 +1,92 @@
+//! What the tests that deploy disk images on lab VMs share: reading a host, waiting with
+//! everything needed to see why not (the host, the VM's console, serve's and Ironic's logs),
+//! and the SHA-256 the first-boot line prints.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use ferrometal_test_support::vmlab::{Lab, Vm};
+use serde_json::Value;
+
+use crate::serve_common::Serve;
+
+/// The line the lab's disk image prints on its first boot.
+pub const FIRSTBOOT: &str = "FERROMETAL-FIRSTBOOT";
+
+pub fn host(s: &Serve, ns: &str, name: &str) -> Value {
+    serde_json::from_str(&s.ok(&["get", "bmh", "-n", ns, name, "-o", "json"])).unwrap()
+}
+
+pub fn state(h: &Value) -> String {
+    h["status"]["provisioning"]["state"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The namespace of the lab's hosts (`infra` or `default`).
+pub fn lab_namespace(lab: &Lab) -> &'static str {
+    if lab.manifests().contains("namespace: infra") {
+        "infra"
+    } else {
+        "default"
+    }
+}
+
+fn newest_first(path: &std::path::Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(lines).collect();
+    tail.join("\n")
+}
+
+/// Polls `check` until it holds or `limit` passes; then fails with the host, the console and
+/// the newest lines of serve's log (and of the supervised Ironic's, when there is one).
+pub fn wait_for(
+    s: &Serve,
+    lab: &Lab,
+    vm: &Vm,
+    limit: Duration,
+    what: &str,
+    mut check: impl FnMut() -> bool,
+) {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let ironic = s.dir.join("ironic/ironic.log");
+    let ironic = if ironic.exists() {
+        format!(
+            "\n--- ironic log (newest first) ---\n{}",
+            newest_first(&ironic, 40)
+        )
+    } else {
+        String::new()
+    };
+    panic!(
+        "{what}: not within {limit:?}\n--- host ---\n{}\n--- console ---\n{}\n--- serve log (newest first) ---\n{}{ironic}",
+        host(s, lab_namespace(lab), &vm.name),
+        lab.console(vm),
+        newest_first(&s.dir.join("serve.log"), 40),
+    );
+}
+
+pub fn sha256_hex(data: &[u8]) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(data)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
