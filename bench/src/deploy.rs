@@ -47,7 +47,7 @@ fn run_tool(program: &str, args: &[&str]) -> anyhow::Result<String> {
 
 /// The lab's disk image grown to `mib` MiB, random data after its partitions (so neither
 /// compression nor sparse files shorten the write), the backup GPT moved to the new end.
-fn big_image(guest_raw: &str, dir: &Path, mib: u64) -> anyhow::Result<(String, String)> {
+pub(crate) fn big_image(guest_raw: &str, dir: &Path, mib: u64) -> anyhow::Result<(String, String)> {
     let raw = dir.join("big.raw");
     std::fs::copy(guest_raw, &raw)?;
     let start = std::fs::metadata(&raw)?.len().div_ceil(1 << 20) + 1;
@@ -88,7 +88,7 @@ fn big_image(guest_raw: &str, dir: &Path, mib: u64) -> anyhow::Result<(String, S
     ))
 }
 
-fn sha256(path: &str) -> anyhow::Result<String> {
+pub(crate) fn sha256(path: &str) -> anyhow::Result<String> {
     let out = run_tool("sha256sum", &[path])?;
     Ok(out
         .split_whitespace()
@@ -99,7 +99,7 @@ fn sha256(path: &str) -> anyhow::Result<String> {
 
 /// Phase name -> seconds per host, parsed from `ferrometal.io/provision-phases`
 /// (`bootMedia 0.1s, ramdiskBoot 15.9s, download+write 11.6s (1.0 MB/s), ...`).
-fn phases(annotation: &str) -> (BTreeMap<String, f64>, Option<f64>) {
+pub(crate) fn phases(annotation: &str) -> (BTreeMap<String, f64>, Option<f64>) {
     let mut out = BTreeMap::new();
     let mut rate = None;
     for part in annotation.split(", ") {
@@ -117,7 +117,7 @@ fn phases(annotation: &str) -> (BTreeMap<String, f64>, Option<f64>) {
     (out, rate)
 }
 
-fn p50_max(values: &[f64]) -> (f64, f64) {
+pub(crate) fn p50_max(values: &[f64]) -> (f64, f64) {
     let mut v = values.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
     let p50 = v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0.0);
@@ -252,12 +252,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         say(&format!("round {name}: deploying on {} VMs", o.vms));
         let seen: Vec<usize> = consoles
             .iter()
-            .map(|c| {
-                std::fs::read_to_string(c)
-                    .unwrap_or_default()
-                    .matches(marker)
-                    .count()
-            })
+            .map(|c| crate::vmlab::console_text(c).matches(marker).count())
             .collect();
         let r0 = requests_per_vm(&sushy_log, &uuids);
         let t = Instant::now();
@@ -273,10 +268,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
                 bail!("round {name}: not every VM booted in time: {booted:?}");
             }
             for (i, c) in consoles.iter().enumerate() {
-                let now = std::fs::read_to_string(c)
-                    .unwrap_or_default()
-                    .matches(marker)
-                    .count();
+                let now = crate::vmlab::console_text(c).matches(marker).count();
                 if booted[i].is_none() && now > seen[i] {
                     booted[i] = Some(t.elapsed().as_secs_f64());
                 }

@@ -20,6 +20,7 @@ mod scale;
 mod stats;
 mod vmlab;
 mod vs_ironic;
+mod vs_ironic_deploy;
 
 use std::path::PathBuf;
 
@@ -197,6 +198,20 @@ enum Scenario {
         #[arg(long, default_value_t = 1800)]
         timeout: u64,
     },
+    /// Ironic with its agent ramdisk (IPA) against ferrometal's deploy agent on N lab VMs each
+    /// (needs root), one stack after the other: apply -> available, a raw and a qcow2 image of
+    /// `--image-mib` MiB to OS booted, deprovisioning, BMC requests, peak RSS of each stack.
+    VsIronicDeploy {
+        #[arg(long, default_value_t = 4)]
+        vms: usize,
+        #[arg(long, default_value_t = 256)]
+        image_mib: u64,
+        /// BIOS VMs instead of UEFI.
+        #[arg(long)]
+        legacy: bool,
+        #[arg(long, default_value_t = 3600)]
+        timeout: u64,
+    },
     /// The emulator's own capacity (GET/s of a ComputerSystem).
     Emulator {
         #[arg(long, default_value_t = 10000)]
@@ -349,6 +364,22 @@ async fn main() -> std::process::ExitCode {
             deploy::run(deploy::Opts {
                 vms: vms.max(1),
                 image_mib,
+                timeout,
+                ferrometal: cli.ferrometal,
+                keep: cli.keep,
+            })
+            .await
+        }
+        Scenario::VsIronicDeploy {
+            vms,
+            image_mib,
+            legacy,
+            timeout,
+        } => {
+            vs_ironic_deploy::run(vs_ironic_deploy::Opts {
+                vms: vms.max(1),
+                image_mib,
+                legacy,
                 timeout,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,

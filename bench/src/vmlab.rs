@@ -49,6 +49,11 @@ pub(crate) fn value_of(text: &str, key: &str) -> anyhow::Result<String> {
         .with_context(|| format!("no {key}= in {text}"))
 }
 
+/// A VM's console log as text (firmware writes bytes that are not UTF-8).
+pub(crate) fn console_text(path: &str) -> String {
+    String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default()).into_owned()
+}
+
 /// Takes the lab down on every way out of the scenario.
 pub(crate) struct LabGuard(pub(crate) String);
 
