@@ -38,7 +38,8 @@ async fn file(
     let Some(file) = under(&root, &path) else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    if !file.is_file() {
+    // Files only (a directory would open and then fail mid-body); without blocking a worker.
+    if !tokio::fs::metadata(&file).await.is_ok_and(|m| m.is_file()) {
         return StatusCode::NOT_FOUND.into_response();
     }
     let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
