@@ -33,8 +33,8 @@ fn wait_for(s: &Serve, lab: &Lab, vm: &Vm, what: &str, check: impl FnMut() -> bo
 }
 
 /// serve with the ironic provisioner, Ironic's API on the lab's provisioning address and the
-/// agent ramdisk served from `files`.
-fn serve_ironic(dir: &std::path::Path, lab: &Lab, files: &FileServer) -> Serve {
+/// agent ramdisk served from `files`; `extra` flags after those.
+fn serve_ironic(dir: &std::path::Path, lab: &Lab, files: &FileServer, extra: &[&str]) -> Serve {
     let ipa = ipa_ramdisk();
     publish(files.dir.path(), "ipa.kernel", &ipa.kernel);
     publish(files.dir.path(), "ipa.initramfs", &ipa.initrd);
@@ -43,28 +43,26 @@ fn serve_ironic(dir: &std::path::Path, lab: &Lab, files: &FileServer) -> Serve {
     let ramdisk = files.url("ipa.initramfs");
     let esp = files.url("esp.img");
     let listen = lab.provisioning_address().to_string();
-    serve(
-        dir,
-        free_port(),
-        &[
-            "--provisioner",
-            "ironic",
-            "--power-poll-interval",
-            "10",
-            "--error-backoff",
-            "2",
-            "--bmc-timeout",
-            "20",
-            "--deploy-kernel-url",
-            &kernel,
-            "--deploy-ramdisk-url",
-            &ramdisk,
-            "--deploy-bootloader-url",
-            &esp,
-            "--ironic-listen",
-            &listen,
-        ],
-    )
+    let mut args = vec![
+        "--provisioner",
+        "ironic",
+        "--power-poll-interval",
+        "10",
+        "--error-backoff",
+        "2",
+        "--bmc-timeout",
+        "20",
+        "--deploy-kernel-url",
+        &kernel,
+        "--deploy-ramdisk-url",
+        &ramdisk,
+        "--deploy-bootloader-url",
+        &esp,
+        "--ironic-listen",
+        &listen,
+    ];
+    args.extend_from_slice(extra);
+    serve(dir, free_port(), &args)
 }
 
 /// Ironic's own record of a node, read with the credentials serve generated for it.
@@ -110,7 +108,7 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
     let images = guest_images();
     publish(files.dir.path(), "disk.qcow2", &images.disk_qcow2);
     let dir = tempfile::tempdir().unwrap();
-    let s = serve_ironic(dir.path(), &lab, &files);
+    let s = serve_ironic(dir.path(), &lab, &files, &[]);
 
     s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
     wait_for(
@@ -285,7 +283,13 @@ fn a_tenant_claim_deploys_a_raw_image_through_ironic_on_a_uefi_vm() {
     publish(files.dir.path(), "disk.raw", &images.disk_raw);
     let raw = std::fs::read(&images.disk_raw).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let s = serve_ironic(dir.path(), &lab, &files);
+    // One attempt per image: the checksum failure below reaches the retry limit at once.
+    let s = serve_ironic(
+        dir.path(),
+        &lab,
+        &files,
+        &["--max-provisioning-retries", "1"],
+    );
     s.ok(&["create", "namespace", "infra"]);
     s.ok(&["create", "namespace", "tenant-a"]);
     let manifests = lab.manifests().replace(
@@ -338,6 +342,19 @@ fn a_tenant_claim_deploys_a_raw_image_through_ironic_on_a_uefi_vm() {
                 .as_str()
                 .is_some_and(|m| m.to_lowercase().contains("checksum"))
     });
+    assert!(!lab.console(&vm).contains(FIRSTBOOT));
+    // The retry limit: after the failed attempt is undeployed the host stays available with
+    // the limit's error, and Ironic's node is left alone (not deployed again).
+    wait_for(&s, &lab, &vm, "the retry limit", || {
+        let h = host_in(&s, "infra", &vm.name);
+        state(&h) == "available"
+            && h["status"]["provisioningFailCount"] == 1
+            && h["status"]["errorMessage"]
+                .as_str()
+                .is_some_and(|m| m.contains("retry limit (1) reached"))
+    });
+    let node = ironic_node(&s, "infra", &vm.name);
+    assert_eq!(node["provision_state"], "available", "{node}");
     assert!(!lab.console(&vm).contains(FIRSTBOOT));
     s.ok(&[
         "patch",
