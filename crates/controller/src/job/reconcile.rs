@@ -1,7 +1,8 @@
-//! One reconcile of one BMCJob: read the job and its host, step (pure), write the status, and
-//! only then send the BMC action the step asked for (so a restart never sends it twice).
-//! Each reconcile makes at most one reading and one action, each a single request with the
-//! provisioner's timeout; waiting for the BMC to show an effect is a requeue.
+//! One reconcile of one BMCJob: read the job and its host, then step (pure) as far as the job
+//! can go without waiting: through readings (at most `MAX_READS`) up to one BMC action. The
+//! status is written before that action is sent (so a restart never sends it twice), and
+//! otherwise once at the end. Each BMC call is a single request with the provisioner's
+//! timeout; waiting for the BMC to show an effect is a requeue.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use serde_json::json;
 
-use super::step::{Act, HostView, Look, Seen, Step, StepInput, restore_pending, step};
+use super::step::{Act, HostView, JobEvent, Look, Seen, Step, StepInput, restore_pending, step};
 use crate::context::Context;
 use crate::error::{Error, retry_after};
 use crate::events::HostEvent;
@@ -170,89 +171,125 @@ pub async fn reconcile(job: Arc<BMCJob>, jc: Arc<JobContext>) -> Result<Action, 
     }
 
     let view = host_view(host.as_ref(), ctx.provisioner.name() == "redfish");
-    let behind = (status.phase == JobPhase::Waiting)
-        .then(|| ahead_of(&jc.jobs, &job, host.as_ref()))
-        .flatten();
     let now = Timestamp::now();
-    let input = StepInput {
-        spec: &job.spec,
-        status: &status,
-        host: &view,
-        behind: behind.as_deref(),
-        deleting,
-        now,
-        seen: None,
-        act_failed: None,
-        timeout: jc.timeout,
-    };
-    let mut out = step(&input);
-    let info = match &host {
-        Some(h) if out.look.is_some() || out.act.is_some() => Some(target(ctx, h).await),
-        _ => None,
-    };
-    if let (Some(look), Some(info)) = (out.look, &info) {
-        let seen = match info {
-            Ok(info) => read(ctx, info, look).await,
-            Err(e) => Seen::Error(e.message.clone()),
-        };
-        let again = StepInput {
-            seen: Some(seen),
-            ..input.clone()
-        };
-        let mut next = step(&again);
-        next.events.splice(0..0, out.events);
-        out = next;
-    }
-    if status.phase == JobPhase::Waiting && out.status.phase == JobPhase::Running {
-        let Some(h) = &host else {
-            return Ok(Action::requeue(Duration::from_secs(1)));
-        };
-        // The host's resourceVersion makes two jobs racing for it conflict (409, retried).
-        hosts
-            .patch(
-                &h.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations": {ann::JOB: name},
-                    "resourceVersion": h.resource_version()}})),
-            )
-            .await?;
-    }
+    let mut info: Option<Result<HostInfo, ProvisionerError>> = None;
+    // The status as the steps so far left it, written once before an action is sent and
+    // once at the end: a task's end and the next task's start are one write.
+    let mut current = status.clone();
+    let mut events = Vec::new();
+    let mut reads = 0;
+    let mut seen = None;
     let mut rv = job.resource_version();
-    write_status(&jobs, &name, &mut rv, &status, &out.status).await?;
-    publish(ctx, &job, host.as_ref(), &out).await;
-
-    if let Some(act) = out.act.clone() {
-        let info = match &info {
-            Some(Ok(i)) => Ok(i.clone()),
-            Some(Err(e)) => Err(e.clone()),
-            None => Err(ProvisionerError::new(
-                ErrorKind::InvalidInput,
-                "the host is gone",
-            )),
+    let mut out;
+    let mut iterations = 0;
+    loop {
+        iterations += 1;
+        let behind = (current.phase == JobPhase::Waiting)
+            .then(|| ahead_of(&jc.jobs, &job, host.as_ref()))
+            .flatten();
+        let input = StepInput {
+            spec: &job.spec,
+            status: &current,
+            host: &view,
+            behind: behind.as_deref(),
+            deleting,
+            now,
+            seen: seen.take(),
+            act_failed: None,
+            timeout: jc.timeout,
         };
-        let sent = match info {
-            Ok(info) => send(ctx, &info, &act).await,
-            Err(e) => Err(e),
-        };
-        match sent {
-            Ok(()) => {}
-            // A one-time override is consumed by the next boot anyway.
-            Err(e) if matches!(act, Act::RestoreBoot(_)) && e.kind == ErrorKind::Unsupported => {}
-            Err(e) => {
-                let failed = StepInput {
-                    status: &out.status,
-                    act_failed: Some(e.message.clone()),
-                    ..input.clone()
-                };
-                let after = step(&failed);
-                write_status(&jobs, &name, &mut rv, &out.status, &after.status).await?;
-                publish(ctx, &job, host.as_ref(), &after).await;
-                return Ok(requeue(&after));
+        out = step(&input);
+        events.append(&mut out.events);
+        if let Some(look) = out.look {
+            let Some(h) = &host else { break };
+            if reads == MAX_READS {
+                // Read in the next reconcile: what the steps decided so far is written now.
+                out.look = None;
+                out.requeue = Some(Duration::ZERO);
+                break;
             }
+            reads += 1;
+            if info.is_none() {
+                info = Some(target(ctx, h).await);
+            }
+            seen = Some(match info.as_ref() {
+                Some(Ok(i)) => read(ctx, i, look).await,
+                Some(Err(e)) => Seen::Error(e.message.clone()),
+                None => unreachable!("set above"),
+            });
+            // The same status again, now with the reading.
+            continue;
         }
+        if current.phase == JobPhase::Waiting && out.status.phase == JobPhase::Running {
+            let Some(h) = &host else {
+                return Ok(Action::requeue(Duration::from_secs(1)));
+            };
+            // The host's resourceVersion makes two jobs racing for it conflict (409, retried).
+            hosts
+                .patch(
+                    &h.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"annotations": {ann::JOB: &name},
+                        "resourceVersion": h.resource_version()}})),
+                )
+                .await?;
+        }
+        if let Some(act) = out.act.clone() {
+            // Written before it is sent, so a restart never sends it twice; then this
+            // reconcile ends (the next one observes the action's effect).
+            write_status(&jobs, &name, &mut rv, &status, &out.status).await?;
+            publish(ctx, &job, host.as_ref(), &std::mem::take(&mut events)).await;
+            if let Some(h) = &host
+                && info.is_none()
+            {
+                info = Some(target(ctx, h).await);
+            }
+            let sent = match info {
+                Some(Ok(info)) => send(ctx, &info, &act).await,
+                Some(Err(e)) => Err(e),
+                None => Err(ProvisionerError::new(
+                    ErrorKind::InvalidInput,
+                    "the host is gone",
+                )),
+            };
+            match sent {
+                Ok(()) => {}
+                // A one-time override is consumed by the next boot anyway.
+                Err(e)
+                    if matches!(act, Act::RestoreBoot(_)) && e.kind == ErrorKind::Unsupported => {}
+                Err(e) => {
+                    let failed = StepInput {
+                        status: &out.status,
+                        act_failed: Some(e.message.clone()),
+                        seen: None,
+                        ..input.clone()
+                    };
+                    let mut after = step(&failed);
+                    write_status(&jobs, &name, &mut rv, &out.status, &after.status).await?;
+                    publish(ctx, &job, host.as_ref(), &std::mem::take(&mut after.events)).await;
+                    return Ok(requeue(&after));
+                }
+            }
+            return Ok(requeue(&out));
+        }
+        let progressing = out.requeue == Some(Duration::ZERO) && !settled(&out.status);
+        if !progressing || iterations >= MAX_STEPS {
+            break;
+        }
+        current = out.status.clone();
     }
+    write_status(&jobs, &name, &mut rv, &status, &out.status).await?;
+    publish(ctx, &job, host.as_ref(), &events).await;
     Ok(requeue(&out))
 }
+
+/// Readings per reconcile: a task's confirmation and the next task's boot reading, so a
+/// reconcile ends one task and starts the next. Each is one request with the provisioner's
+/// timeout; more would hold a worker longer on a slow BMC.
+const MAX_READS: usize = 2;
+
+/// Pure steps per reconcile (each one moves the job on): a bound, not a budget.
+const MAX_STEPS: usize = 16;
 
 fn requeue(out: &Step) -> Action {
     match out.requeue {
@@ -430,9 +467,11 @@ fn record(old: &BMCJobStatus, new: &BMCJobStatus) {
 }
 
 /// Events on the job and, for the job's progress, on its host.
-async fn publish(ctx: &Context, job: &BMCJob, host: Option<&BareMetalHost>, out: &Step) {
-    let events: Vec<HostEvent> = out
-        .events
+async fn publish(ctx: &Context, job: &BMCJob, host: Option<&BareMetalHost>, events: &[JobEvent]) {
+    if events.is_empty() {
+        return;
+    }
+    let events: Vec<HostEvent> = events
         .iter()
         .map(|e| HostEvent {
             warning: e.warning,
