@@ -3,7 +3,8 @@
 # (bcrypt entries for sushy-tools' auth file), kubectl, wrk for the emulator benchmark, a C++
 # compiler (libFuzzer, and the C of aws-lc-rs and mimalloc, all built at compile time), and for
 # the deploy agent's media and its tests xorriso (boot ISOs, config drives), cpio and sgdisk;
-# for Ironic's ISOs genisoimage and isolinux.
+# for Ironic's ISOs genisoimage and isolinux; the web console's browser tests headless
+# Chromium and its WebDriver.
 set -euo pipefail
 need=()
 command -v ipmi_sim >/dev/null || need+=(openipmi)
@@ -19,6 +20,9 @@ command -v sgdisk >/dev/null || need+=(gdisk)
 command -v mkisofs >/dev/null || need+=(genisoimage)
 [ -f /usr/lib/ISOLINUX/isolinux.bin ] || need+=(isolinux)
 [ -f /usr/lib/syslinux/modules/bios/ldlinux.c32 ] || need+=(syslinux-common)
+# The web console's tests drive a real browser.
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
 # Certificates of the tests' HTTPS image server.
 command -v openssl >/dev/null || need+=(openssl)
 # libFuzzer (fuzz/, through libfuzzer-sys) is C++ and aws-lc-rs and mimalloc are C, built at

@@ -33,6 +33,9 @@ pub struct Args {
     /// API server address (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
+    /// Web console address (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    console_listen: SocketAddr,
     /// Time an emulated power change takes to land, in milliseconds.
     #[arg(long, default_value_t = 300)]
     power_delay_ms: u64,
@@ -96,6 +99,17 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     say(&format!(
         "API server: {url} (kubeconfig {})",
         kubeconfig.display()
+    ));
+    let console = crate::console::start(crate::console::ConsoleConfig {
+        listen: args.console_listen,
+        api: crate::console::api_config(&kubeconfig).await?,
+        tls_dir: (!args.console_listen.ip().is_loopback())
+            .then(|| args.data_dir.join("console-tls")),
+    })
+    .await?;
+    say(&format!(
+        "web console: {console} (sign in with the token in {})",
+        args.data_dir.join("token").display()
     ));
 
     // 3. An image server for the live ISO and the metrics endpoint.
@@ -223,6 +237,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     // With --exit (or a failure) the server stops next: nothing left to explore.
     if outcome.is_ok() && !args.exit {
         explore(&kc.to_string());
+        println!("\nOr open the web console: {console}");
     }
     let _ = std::io::stdout().flush();
 

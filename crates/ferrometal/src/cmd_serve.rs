@@ -63,6 +63,11 @@ pub struct Args {
     /// Events written longest ago are deleted.
     #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     max_events: u64,
+    /// Serve the web console here, e.g. 127.0.0.1:8080 (people sign in with their own token
+    /// or kubeconfig; off loopback it is served over HTTPS with a certificate in the data
+    /// directory).
+    #[arg(long, value_name = "ADDR")]
+    console_listen: Option<SocketAddr>,
     #[command(flatten)]
     controllers: crate::controllers::ControllerArgs,
 }
@@ -120,6 +125,15 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     let mut out = std::io::stdout();
     let _ = writeln!(out, "kubeconfig: {}", kubeconfig.display());
     let _ = writeln!(out, "url: {url}");
+    if let Some(listen) = args.console_listen {
+        let console = crate::console::start(crate::console::ConsoleConfig {
+            listen,
+            api: crate::console::api_config(&kubeconfig).await?,
+            tls_dir: (!listen.ip().is_loopback()).then(|| args.data_dir.join("console-tls")),
+        })
+        .await?;
+        let _ = writeln!(out, "console: {console}");
+    }
     let _ = writeln!(
         out,
         "try: kubectl --kubeconfig {} get namespaces",

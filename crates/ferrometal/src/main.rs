@@ -11,6 +11,7 @@ mod cmd_kubeconfig;
 mod cmd_move;
 mod cmd_serve;
 mod cmd_store;
+mod console;
 mod controllers;
 mod duration;
 mod file_response;
@@ -64,6 +65,8 @@ enum Command {
     Kubeconfig(cmd_kubeconfig::Args),
     /// Move (pivot) hosts or claims from one cluster to another.
     Move(cmd_move::Args),
+    /// The web console alone, in front of a cluster's API (serve has it with --console-listen).
+    Console(console::Args),
     /// Inspect a stopped server's store.
     #[command(subcommand)]
     Store(cmd_store::Command),
@@ -94,6 +97,7 @@ async fn main() -> std::process::ExitCode {
         Command::Demo(args) => cmd_demo::run(args).await,
         Command::Emulate(args) => cmd_emulate::run(args).await,
         Command::Serve(args) => cmd_serve::run(args).await,
+        Command::Console(args) => console::run(args).await,
         Command::Job(cmd) => cmd_job::run(cmd).await,
         Command::Kubeconfig(args) => cmd_kubeconfig::run(args),
         Command::Move(args) => cmd_move::run(args).await,

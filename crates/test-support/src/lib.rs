@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests of several ferrometal crates. Peers run from the
 //! project's `scripts/`, found from this crate's place in the repository (`crates/test-support`).
 
+pub mod browser;
+pub use fantoccini;
 pub mod images;
 pub mod ironic;
 pub mod peers;

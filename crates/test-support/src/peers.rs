@@ -42,7 +42,7 @@ fn script(name: &str) -> PathBuf {
     repo_root().join("scripts").join(name)
 }
 
-fn run_script(name: &str, args: &[&str]) -> String {
+pub(crate) fn run_script(name: &str, args: &[&str]) -> String {
     let out = Command::new("bash")
         .arg(script(name))
         .args(args)
