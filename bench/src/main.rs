@@ -9,6 +9,7 @@
 
 mod apiserver;
 mod common;
+mod console;
 mod crash;
 mod deploy;
 mod emucap;
@@ -201,6 +202,17 @@ enum Scenario {
     /// Ironic with its agent ramdisk (IPA) against ferrometal's deploy agent on N lab VMs each
     /// (needs root), one stack after the other: apply -> available, a raw and a qcow2 image of
     /// `--image-mib` MiB to OS booted, deprovisioning, BMC requests, peak RSS of each stack.
+    /// The web console with a large fleet in headless Chromium: first paint, update latency.
+    Console {
+        #[arg(long, default_value_t = 10000)]
+        hosts: usize,
+        /// Single-host changes timed.
+        #[arg(long, default_value_t = 20)]
+        samples: usize,
+        /// Hosts changed at once.
+        #[arg(long, default_value_t = 1000)]
+        burst: usize,
+    },
     VsIronicDeploy {
         #[arg(long, default_value_t = 4)]
         vms: usize,
@@ -381,6 +393,20 @@ async fn main() -> std::process::ExitCode {
                 image_mib,
                 legacy,
                 timeout,
+                ferrometal: cli.ferrometal,
+                keep: cli.keep,
+            })
+            .await
+        }
+        Scenario::Console {
+            hosts,
+            samples,
+            burst,
+        } => {
+            console::run(console::Opts {
+                hosts: hosts.max(1),
+                samples: samples.max(1),
+                burst,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,
             })

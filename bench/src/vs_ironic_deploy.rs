@@ -321,10 +321,11 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
     ];
     let qcow2_mib = std::fs::metadata(&qcow2)?.len() as f64 / f64::from(1 << 20);
     let mut outcomes = Vec::new();
-    for stack in [Stack::Ironic, Stack::Agent] {
+    // Ours first: it fails fast when something is off; the table shows Ironic first.
+    for stack in [Stack::Agent, Stack::Ironic] {
         say(&format!("stack {}", stack.name()));
         let outcome = run_stack(&o, stack, &scratch.path, &images_dir, &images, deadline).await?;
-        outcomes.push((stack, outcome));
+        outcomes.insert(0, (stack, outcome));
     }
     let col = |f: &dyn Fn(&Outcome) -> String| -> String {
         outcomes
