@@ -22,7 +22,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use ferrometal_agent::protocol::{MAX_BODY_BYTES, Report};
 use ferrometal_provisioner::agent::{AgentOptions, AgentService, Refused};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
 /// Where the agent service listens and what it tells hosts and BMCs.
@@ -133,30 +132,7 @@ pub async fn start(config: AgentServerConfig) -> anyhow::Result<Arc<AgentService
             service: service.clone(),
             audit: Arc::new(audit),
         });
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, peer)) = api_listener.accept().await else {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            };
-            let acceptor = acceptor.clone();
-            let app = api.clone().layer(axum::Extension(ConnectInfo(peer)));
-            tokio::spawn(async move {
-                let Ok(Ok(tls)) =
-                    tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await
-                else {
-                    return;
-                };
-                let service = hyper::service::service_fn(move |req| {
-                    tower::ServiceExt::oneshot(app.clone(), req)
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
+    crate::tls_serve::spawn(api_listener, tls_config, api);
 
     let media = Router::new()
         .route("/{name}", get(media_file))

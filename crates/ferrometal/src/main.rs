@@ -18,6 +18,7 @@ mod file_response;
 mod ironic_http;
 mod kube_client;
 mod signals;
+mod tls_serve;
 
 use clap::{Parser, Subcommand};
 

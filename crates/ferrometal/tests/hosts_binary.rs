@@ -697,6 +697,15 @@ fn demo_exits_with_every_host_where_expected() {
     );
     // Stopped by --exit: no invitation to explore a server that is gone.
     assert!(!stdout.contains("Explore with kubectl"), "{stdout}");
+    // The web console's address, with the port it got.
+    let console = stdout
+        .lines()
+        .find_map(|l| l.split("web console: ").nth(1))
+        .unwrap_or_else(|| panic!("no console URL: {stdout}"));
+    assert!(
+        console.starts_with("http://127.0.0.1:") && !console.starts_with("http://127.0.0.1:0/"),
+        "{console}"
+    );
     // The metrics endpoint's log names the port it got, not the :0 it asked for.
     let stderr = String::from_utf8_lossy(&out.stderr);
     let line = stderr

@@ -9,7 +9,6 @@ pub mod session;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::Router;
@@ -18,7 +17,6 @@ use axum::extract::{Path as UrlPath, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -77,32 +75,7 @@ pub async fn start(config: ConsoleConfig) -> anyhow::Result<String> {
                 let _ = axum::serve(listener, app).await;
             });
         }
-        Some(tls) => {
-            let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-            tokio::spawn(async move {
-                loop {
-                    let Ok((stream, _)) = listener.accept().await else {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    };
-                    let (acceptor, app) = (acceptor.clone(), app.clone());
-                    tokio::spawn(async move {
-                        let Ok(Ok(tls)) =
-                            tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream))
-                                .await
-                        else {
-                            return;
-                        };
-                        let service = hyper::service::service_fn(move |req| {
-                            tower::ServiceExt::oneshot(app.clone(), req)
-                        });
-                        let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                            .serve_connection(TokioIo::new(tls), service)
-                            .await;
-                    });
-                }
-            });
-        }
+        Some(tls) => crate::tls_serve::spawn(listener, tls, app),
     }
     Ok(format!("{scheme}://{addr}/"))
 }
