@@ -336,3 +336,99 @@ async fn operators_and_tenants_use_the_console_in_a_browser() {
         && e["name"] == "r1-a"
         && e["user"] == operator.as_str()));
 }
+
+/// `ferrometal console --kubeconfig F` in front of a running API (as in cluster mode), over
+/// plain HTTP requests: sign-in refusals say why, the session cookie is HttpOnly and
+/// SameSite=Strict, every answer carries the strict Content-Security-Policy, and only the
+/// Kubernetes API is reached through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_command_in_front_of_an_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), free_port(), &["--no-controllers"]);
+    let port = free_port();
+    let mut console = tokio::process::Command::new(env!("CARGO_BIN_EXE_ferrometal"))
+        .args(["console", "--kubeconfig"])
+        .arg(&s.kubeconfig)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .kill_on_drop(true)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let mut up = false;
+    for _ in 0..100 {
+        if http.get(format!("{base}/")).send().await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(up, "ferrometal console did not start");
+    let page = http.get(format!("{base}/")).send().await.unwrap();
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+
+    let sign_in = |body: Value| {
+        http.post(format!("{base}/session"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let wrong = sign_in(serde_json::json!({"token": "not-a-real-token"}))
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let exec = "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: {exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}}}]\n";
+    let refused = sign_in(serde_json::json!({"kubeconfig": exec}))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    assert!(refused.text().await.unwrap().contains("exec"));
+    let form = http
+        .post(format!("{base}/session"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("token=x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 415);
+
+    let token = std::fs::read_to_string(dir.path().join("token")).unwrap();
+    let ok = sign_in(serde_json::json!({"token": token.trim()}))
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let cookie = ok.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let info: Value = ok.json().await.unwrap();
+    assert!(!info.to_string().contains(token.trim()));
+    let session = cookie.split(';').next().unwrap().to_string();
+    let get = |path: &str| {
+        http.get(format!("{base}{path}"))
+            .header("cookie", &session)
+            .send()
+    };
+    let namespaces = get("/k8s/api/v1/namespaces").await.unwrap();
+    assert_eq!(namespaces.status(), 200);
+    assert!(namespaces.text().await.unwrap().contains("\"default\""));
+    for path in ["/k8s/metrics", "/k8s/api/../metrics", "/k8s/healthz"] {
+        assert_eq!(get(path).await.unwrap().status(), 404, "{path}");
+    }
+    let without = http
+        .get(format!("{base}/k8s/api/v1/namespaces"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(without.status(), 401);
+    console.kill().await.unwrap();
+}
