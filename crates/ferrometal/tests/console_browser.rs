@@ -190,8 +190,34 @@ async fn operators_and_tenants_use_the_console_in_a_browser() {
     )
     .await;
     b.screenshot(&shots().join("host.png")).await;
+    // A BMCJob started from the form: power r2-a on, then back to its desired state (off).
     b.goto(&format!("{console}#/jobs")).await;
     b.text("#job-form", WAIT).await;
+    b.fill("#ns", "infra").await;
+    b.eval("document.querySelector('#ns').dispatchEvent(new Event('change')); return true")
+        .await;
+    b.text("#job-form", WAIT).await;
+    b.fill("#job-name", "power-check").await;
+    b.fill("#job-host", "r2-a").await;
+    b.eval("document.querySelector('#task-0').value = 'power:on'; return true")
+        .await;
+    b.click_and_confirm("#job-form button[type=submit]").await;
+    b.until(
+        "the job completed, live",
+        WAIT,
+        "const j = document.querySelector('[data-job=\"power-check\"]'); return !!j && j.closest('tr').querySelector('[data-phase]').dataset.phase === 'Completed'",
+    )
+    .await;
+    let resets = sushy
+        .changes()
+        .iter()
+        .filter(|l| l.contains(&uuid(1)) && l.contains("Reset"))
+        .count();
+    assert!(
+        resets >= 2,
+        "power on and the restore's off: {:?}",
+        sushy.changes()
+    );
     b.screenshot(&shots().join("jobs.png")).await;
 
     // A write without the session's CSRF token, or from another site, is refused.
@@ -271,6 +297,18 @@ async fn operators_and_tenants_use_the_console_in_a_browser() {
     )
     .await;
     b.screenshot(&shots().join("claims.png")).await;
+    // Deleted with confirmation: the claim goes and its host is released.
+    b.click_and_confirm("[data-delete='web']").await;
+    b.until(
+        "the claim gone from the page",
+        WAIT,
+        "return document.querySelector('[data-claim]') === null",
+    )
+    .await;
+    s.wait("r2-a released", || {
+        let h = s.json(&["get", "bmh", "r2-a", "-n", "infra", "-o", "json"]);
+        h["spec"]["consumerRef"].is_null()
+    });
     // What the tenant's browser may reach: not the infrastructure.
     for path in [
         "/k8s/apis/metal3.io/v1alpha1/namespaces/infra/baremetalhosts",
@@ -430,5 +468,51 @@ async fn the_console_command_in_front_of_an_api() {
         .await
         .unwrap();
     assert_eq!(without.status(), 401);
+
+    // An operator bound to ferrometal-bmc-operator: starts a BMCJob through the console (with
+    // the session's CSRF token) and is refused the Secrets, as with kubectl.
+    s.ok(&[
+        "create",
+        "clusterrolebinding",
+        "bob-bmc-operator",
+        "--clusterrole=ferrometal-bmc-operator",
+        "--user=bob",
+    ]);
+    let kubeconfig = std::fs::read_to_string(s.user_kubeconfig("bob", &[], "default")).unwrap();
+    let bob = sign_in(serde_json::json!({"kubeconfig": kubeconfig}))
+        .await
+        .unwrap();
+    assert_eq!(bob.status(), 200);
+    let session = bob.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let info: Value = bob.json().await.unwrap();
+    assert_eq!(info["user"], "bob");
+    let job = serde_json::json!({"apiVersion": "ferrometal.io/v1alpha1", "kind": "BMCJob",
+        "metadata": {"name": "cycle"},
+        "spec": {"hostRef": {"name": "somehost"}, "tasks": [{"powerAction": "cycle"}]}});
+    let created = http
+        .post(format!(
+            "{base}/k8s/apis/ferrometal.io/v1alpha1/namespaces/default/bmcjobs"
+        ))
+        .header("cookie", &session)
+        .header("x-console-csrf", info["csrf"].as_str().unwrap())
+        .header("content-type", "application/json")
+        .body(job.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let secrets = http
+        .get(format!("{base}/k8s/api/v1/namespaces/default/secrets"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(secrets.status(), 403);
     console.kill().await.unwrap();
 }
