@@ -95,14 +95,18 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         let api = api.clone();
         let ar = ar.clone();
         async move {
-            let host = DynamicObject::new(&name(i), &ar)
+            let mut host = DynamicObject::new(&name(i), &ar)
                 .within("default")
                 .data(json!({
-                    "metadata": {"labels": {"rack": format!("r{:03}", i / 40)}},
                     "spec": {"online": false, "bmc": {
                         "address": format!("redfish+http://192.0.2.1/redfish/v1/Systems/{i}"),
                         "credentialsName": "bmc"}},
                 }));
+            host.metadata.labels = Some(
+                [("rack".to_string(), format!("r{:03}", i / 40))]
+                    .into_iter()
+                    .collect(),
+            );
             api.create(&PostParams::default(), &host).await?;
             set_state(&api, i, state(i, 0), i.is_multiple_of(97)).await
         }
