@@ -335,24 +335,35 @@ fn a_tenant_claim_deploys_a_raw_image_through_ironic_on_a_uefi_vm() {
             r#"{{"spec":{{"online":true,"image":{{"url":"{url}","format":"raw","checksum":"{wrong}","checksumType":"sha256"}}}}}}"#
         ),
     ]);
-    wait_for(&s, &lab, &vm, "a checksum error", || {
-        let h = host_in(&s, "infra", &vm.name);
-        h["status"]["errorType"] == "provisioning error"
-            && h["status"]["errorMessage"]
-                .as_str()
-                .is_some_and(|m| m.to_lowercase().contains("checksum"))
-    });
-    assert!(!lab.console(&vm).contains(FIRSTBOOT));
     // The retry limit: after the failed attempt is undeployed the host stays available with
-    // the limit's error, and Ironic's node is left alone (not deployed again).
+    // the limit's error, and Ironic's node is left alone (not deployed again). The failure
+    // itself (Ironic's last_error, naming the checksum) is the host's ProvisioningError Event:
+    // its errorMessage moves on to the limit as soon as the attempt is undeployed.
     wait_for(&s, &lab, &vm, "the retry limit", || {
         let h = host_in(&s, "infra", &vm.name);
         state(&h) == "available"
             && h["status"]["provisioningFailCount"] == 1
+            && h["status"]["errorType"] == "provisioning error"
             && h["status"]["errorMessage"]
                 .as_str()
                 .is_some_and(|m| m.contains("retry limit (1) reached"))
     });
+    let events = s.ok(&[
+        "get",
+        "events",
+        "-n",
+        "infra",
+        "--field-selector",
+        &format!("involvedObject.name={}", vm.name),
+        "-o",
+        "jsonpath={range .items[?(@.reason==\"ProvisioningError\")]}{.message}{\"\\n\"}{end}",
+    ]);
+    assert!(
+        events
+            .lines()
+            .any(|m| m.to_lowercase().contains("checksum")),
+        "{events}"
+    );
     let node = ironic_node(&s, "infra", &vm.name);
     assert_eq!(node["provision_state"], "available", "{node}");
     assert!(!lab.console(&vm).contains(FIRSTBOOT));

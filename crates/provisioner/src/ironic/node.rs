@@ -358,6 +358,19 @@ pub fn power_of(node: &Value) -> PowerState {
     }
 }
 
+/// On (or being turned on), with an agent heartbeat on record but no agent address: the agent
+/// that sent it is gone (a power-off wipes the address) and the node was powered on again
+/// outside a deploy. Ironic's
+/// fast track would take it for a running agent (recent heartbeat, power on) and wait for its
+/// call-back forever instead of booting the ramdisk.
+pub(super) fn stale_fast_track(node: &Value) -> bool {
+    let info = node.get("driver_internal_info").unwrap_or(&Value::Null);
+    let set = |k: &str| info.get(k).is_some_and(|v| !v.is_null());
+    let on = power_of(node) == PowerState::On
+        || node.get("target_power_state").and_then(Value::as_str) == Some("power on");
+    on && set("agent_last_heartbeat") && !set("agent_url")
+}
+
 /// Provision states in which Ironic is working on the node (they count against capacity).
 pub const BUSY_STATES: [&str; 10] = [
     "inspecting",
@@ -553,6 +566,39 @@ mod tests {
     use super::*;
     use ferrometal_api::{CustomDeploy, Image, ImageFormat, InspectionMode};
     use ferrometal_bmc::{BmcAddress, Credentials};
+
+    #[test]
+    fn a_node_on_without_its_agent_is_told_from_fast_track() {
+        let node = |power: &str, info: serde_json::Value| serde_json::json!({"power_state": power, "driver_internal_info": info});
+        let beat = "2026-11-27T18:03:46.000000";
+        // Powered on again after the agent went: fast track would wait for nobody.
+        assert!(stale_fast_track(&node(
+            "power on",
+            serde_json::json!({"agent_last_heartbeat": beat})
+        )));
+        // The agent runs (fast track from cleaning): deploy on it.
+        assert!(!stale_fast_track(&node(
+            "power on",
+            serde_json::json!({"agent_last_heartbeat": beat, "agent_url": "http://172.22.100.140:9999"})
+        )));
+        // Off, or never an agent: Ironic boots the ramdisk itself.
+        assert!(!stale_fast_track(&node(
+            "power off",
+            serde_json::json!({"agent_last_heartbeat": beat})
+        )));
+        assert!(!stale_fast_track(&node("power on", serde_json::json!({}))));
+        // Being turned on counts as on: the deploy would start once it is.
+        let mut turning = node(
+            "power off",
+            serde_json::json!({"agent_last_heartbeat": beat}),
+        );
+        turning["target_power_state"] = "power on".into();
+        assert!(stale_fast_track(&turning));
+        assert!(!stale_fast_track(&node(
+            "power on",
+            serde_json::json!({"agent_last_heartbeat": null})
+        )));
+    }
 
     fn host(address: &str) -> HostInfo {
         HostInfo {

@@ -4,9 +4,10 @@
 
 use ferrometal_api::AutomatedCleaningMode;
 use ferrometal_api::spec_fault::SpecFault;
+use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::errors::Inner;
+use super::errors::{Context, Inner};
 use super::memo::{Pending, Phase};
 use super::node::{self, provision_state, uuid};
 use super::provisioner::IronicProvisioner;
@@ -136,6 +137,22 @@ impl IronicProvisioner {
                     format!("deploy failed: {}", self.failure(&node).await),
                 )
                 .into())
+            }
+            "available" | "deploy failed" if node::stale_fast_track(&node) => {
+                if node.get("target_power_state").is_some_and(|t| !t.is_null()) {
+                    return self.wait("Ironic is changing power before the deploy");
+                }
+                self.client
+                    .call(
+                        Method::PUT,
+                        &format!("/v1/nodes/{}/states/power", uuid(&node)),
+                        Some(&json!({"target": "power off"})),
+                    )
+                    .await
+                    .ctx(|| format!("power off on node {}", host.key))?;
+                self.wait(
+                    "powering off first: the node is on with no agent running, and Ironic's fast track would wait for one",
+                )
             }
             "available" | "deploy failed" => {
                 let node = self.apply_deploy(host, &node, &spec).await?;
