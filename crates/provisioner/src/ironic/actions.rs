@@ -43,6 +43,25 @@ impl IronicProvisioner {
         Ok(())
     }
 
+    /// Asks Ironic to move the node's power to `target` ("power on", "power off", "soft power
+    /// off", "rebooting", ...); Ironic carries it out in the background.
+    pub(super) async fn power_action(
+        &self,
+        host: &HostInfo,
+        node: &Value,
+        target: &str,
+    ) -> Inner<()> {
+        self.client
+            .call(
+                Method::PUT,
+                &format!("/v1/nodes/{}/states/power", uuid(node)),
+                Some(&json!({"target": target})),
+            )
+            .await
+            .ctx(|| format!("{target} on node {}", host.key))?;
+        Ok(())
+    }
+
     pub(super) async fn patch(
         &self,
         host: &HostInfo,

@@ -66,14 +66,7 @@ impl IronicProvisioner {
                 ));
             }
         }
-        self.client
-            .call(
-                Method::PUT,
-                &format!("/v1/nodes/{}/states/power", uuid(&node)),
-                Some(&json!({"target": issue})),
-            )
-            .await
-            .ctx(|| format!("{issue} on node {}", host.key))?;
+        self.power_action(host, &node, issue).await?;
         memo.power = Some(PowerRequest {
             target: issue,
             issued: Instant::now(),
@@ -105,14 +98,7 @@ impl IronicProvisioner {
                 return Ok(Step::Done(()));
             }
         };
-        self.client
-            .call(
-                Method::PUT,
-                &format!("/v1/nodes/{}/states/power", uuid(&node)),
-                Some(&json!({"target": target})),
-            )
-            .await
-            .ctx(|| format!("{target} on node {}", host.key))?;
+        self.power_action(host, &node, target).await?;
         memo.power = None;
         Ok(Step::Done(()))
     }

@@ -4,10 +4,9 @@
 
 use ferrometal_api::AutomatedCleaningMode;
 use ferrometal_api::spec_fault::SpecFault;
-use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::errors::{Context, Inner};
+use super::errors::Inner;
 use super::memo::{Pending, Phase};
 use super::node::{self, provision_state, uuid};
 use super::provisioner::IronicProvisioner;
@@ -142,14 +141,7 @@ impl IronicProvisioner {
                 if node.get("target_power_state").is_some_and(|t| !t.is_null()) {
                     return self.wait("Ironic is changing power before the deploy");
                 }
-                self.client
-                    .call(
-                        Method::PUT,
-                        &format!("/v1/nodes/{}/states/power", uuid(&node)),
-                        Some(&json!({"target": "power off"})),
-                    )
-                    .await
-                    .ctx(|| format!("power off on node {}", host.key))?;
+                self.power_action(host, &node, "power off").await?;
                 self.wait(
                     "powering off first: the node is on with no agent running, and Ironic's fast track would wait for one",
                 )
