@@ -104,12 +104,15 @@ pub struct HostClaimSpec {
     pub image: Option<Image>,
     /// Secret (in the claim's namespace) with the user data for the first boot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
     pub user_data: Option<SecretReference>,
     /// Secret (in the claim's namespace) with network configuration for the first boot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
     pub network_data: Option<SecretReference>,
     /// Secret (in the claim's namespace) with metadata for the config drive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
     pub meta_data: Option<SecretReference>,
     /// A deploy step of a site-specific ramdisk instead of an image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,6 +122,7 @@ pub struct HostClaimSpec {
     pub host_selector: HostSelector,
     /// Who uses the claim (e.g. a Cluster API machine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
     pub consumer_ref: Option<CoreObjectReference>,
     /// Prefer hosts labelled `infrastructure.cluster.x-k8s.io/failure-domain=<value>`.
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -79,17 +79,21 @@ pub struct BareMetalHostSpec {
     pub boot_mode: Option<BootMode>,
     /// Who uses the host (e.g. a CAPM3 Metal3Machine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
     pub consumer_ref: Option<ObjectReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<Image>,
     /// Secret with cloud-init user data, in the host's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
     pub user_data: Option<SecretReference>,
     /// Secret with network data, in the host's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
     pub network_data: Option<SecretReference>,
     /// Secret with metadata for the config drive, in the host's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
     pub meta_data: Option<SecretReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preprovisioning_network_data_name: Option<String>,
@@ -99,6 +103,7 @@ pub struct BareMetalHostSpec {
     #[serde(default)]
     pub externally_provisioned: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "metadata"))]
     pub automated_cleaning_mode: Option<AutomatedCleaningMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_deploy: Option<CustomDeploy>,
@@ -296,6 +301,7 @@ pub struct ProvisionStatus {
 #[serde(rename_all = "camelCase")]
 pub struct CredentialsStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
     pub credentials: Option<SecretReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_version: Option<String>,

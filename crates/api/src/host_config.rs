@@ -64,6 +64,7 @@ pub struct HardwareRaidVolume {
 #[x_kube(validation = Rule::new("!has(self.rootVolume) || !self.rootVolume || self.level == '1'").message("softwareRAIDVolumes with rootVolume set must use RAID level 1").field_path(".level"))]
 pub struct SoftwareRaidVolume {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[schemars(extend("default" = false))]
     pub root_volume: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]

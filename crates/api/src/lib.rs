@@ -3,13 +3,17 @@
 
 pub mod admission;
 pub mod annotations;
+pub mod bmc_events;
 pub mod claim;
+pub mod firmware;
 pub mod hardware;
 pub mod host;
 pub mod host_config;
 pub mod job;
+pub mod media;
 pub mod rufio;
 pub mod spec_fault;
+pub mod switching;
 
 pub use claim::{
     HostClaim, HostClaimNamespaces, HostClaimSpec, HostClaimStatus, HostDeployPolicy,
@@ -24,7 +28,7 @@ use kube::CustomResourceExt;
 
 /// Every CRD ferrometal serves, in the order they should be applied.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![
+    let mut crds = vec![
         BareMetalHost::crd(),
         HardwareData::crd(),
         HostClaim::crd(),
@@ -33,7 +37,55 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         rufio::Machine::crd(),
         rufio::Job::crd(),
         rufio::Task::crd(),
-    ]
+        firmware::HostFirmwareSettings::crd(),
+        firmware::FirmwareSchema::crd(),
+        firmware::HostFirmwareComponents::crd(),
+        firmware::HostUpdatePolicy::crd(),
+        media::DataImage::crd(),
+        media::PreprovisioningImage::crd(),
+        bmc_events::BMCEventSubscription::crd(),
+        switching::BareMetalSwitch::crd(),
+        switching::HostNetworkAttachment::crd(),
+    ];
+    crds.iter_mut().for_each(spec_optional);
+    crds
+}
+
+/// metal3's schemas do not require `spec` (its own samples apply with `spec:` empty, which the
+/// API server prunes); the derive does. Where an empty spec is valid, unrequire it and default
+/// it to `{}`, so such objects are accepted and still read with a spec. (Where the spec has
+/// required fields a `{}` default would be invalid, and a spec-less object means nothing.)
+fn spec_optional(crd: &mut CustomResourceDefinition) {
+    for version in &mut crd.spec.versions {
+        let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        else {
+            continue;
+        };
+        let empty_spec_valid = schema
+            .properties
+            .as_ref()
+            .and_then(|p| p.get("spec"))
+            .is_some_and(|spec| spec.required.as_ref().is_none_or(Vec::is_empty));
+        if !empty_spec_valid {
+            continue;
+        }
+        if let Some(required) = schema.required.as_mut() {
+            required.retain(|r| r != "spec");
+            if required.is_empty() {
+                schema.required = None;
+            }
+        }
+        if let Some(spec) = schema.properties.as_mut().and_then(|p| p.get_mut("spec")) {
+            spec.default = Some(
+                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(
+                    serde_json::json!({}),
+                ),
+            );
+        }
+    }
 }
 
 /// The CRDs as one multi-document YAML stream, as written to `deploy/crds/`.
