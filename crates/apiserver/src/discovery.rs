@@ -105,10 +105,28 @@ pub fn serve(core: &Core, doc: Doc, headers: &HeaderMap) -> Result<Response, Api
         Doc::GroupVersion(g, v) => {
             resource_list(&snap, &g, &v).map_or_else(|| Err(ApiError::path_not_found()), ok)
         }
-        Doc::OpenApiV2 => ok(openapi::v2_document_with_plurals(
-            &schemas(&snap, None),
-            &|r| plural_of(&snap, r),
-        )),
+        Doc::OpenApiV2 => {
+            let doc =
+                openapi::v2_document_with_plurals(&schemas(&snap, None), &|r| plural_of(&snap, r));
+            let accept = headers
+                .get(http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            // kubectl only parses the protobuf form; other clients get JSON.
+            if openapi::wants_v2_protobuf(accept) {
+                Ok((
+                    StatusCode::OK,
+                    [(
+                        http::header::CONTENT_TYPE,
+                        openapi::V2_PROTOBUF_CONTENT_TYPE,
+                    )],
+                    openapi::encode_v2(&doc),
+                )
+                    .into_response())
+            } else {
+                ok(doc)
+            }
+        }
         Doc::OpenApiV3 => {
             let gvs: Vec<(String, String)> = snap
                 .group_versions()
