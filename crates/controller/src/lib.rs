@@ -27,8 +27,9 @@
 //! [`metrics_text`] renders the Prometheus metrics for a `/metrics` endpoint.
 //!
 //! The controllers — [`host`] (BareMetalHost and its HardwareData), [`job`] (BMCJob),
-//! [`claim`] (HostClaim), [`remote`] (HostClaims served by another cluster) and [`rufio`]
-//! (Tinkerbell Rufio's Machine, Job and Task) — never import one another, so each can be read,
+//! [`claim`] (HostClaim), [`remote`] (HostClaims served by another cluster), [`rufio`]
+//! (Tinkerbell Rufio's Machine, Job and Task) and [`kept_kinds`] (the metal3 kinds stored but
+//! not acted on, which it says in their status) — never import one another, so each can be read,
 //! tested and changed on its own. What two of them share lives below them: [`error`],
 //! [`events`], [`config`], [`context`] (what hosts and BMCJobs share), [`conditions`],
 //! [`secrets`] and [`host_info`] (reaching a host's BMC), [`forwarding`] (what a claim passes
@@ -49,6 +50,7 @@ pub mod hardware_data;
 pub mod host;
 pub mod host_info;
 pub mod job;
+pub mod kept_kinds;
 pub mod leader;
 pub mod merge_patch;
 pub mod metrics;
@@ -228,8 +230,9 @@ pub async fn run(
         host_watches,
         shutdown.clone(),
     );
-    let (hosts, claims, remote_claims, (), ()) =
-        tokio::join!(hosts, claims, remote_claims, rufio, watches);
+    let kept = kept_kinds::run(client.clone(), shutdown.clone());
+    let (hosts, claims, remote_claims, (), (), ()) =
+        tokio::join!(hosts, claims, remote_claims, rufio, kept, watches);
     hosts.and(claims).and(remote_claims)
 }
 

@@ -247,6 +247,29 @@ fn controller_requests(dir: &Path) -> Vec<(String, String, String, u64)> {
         .collect()
 }
 
+/// One object of each metal3 kind stored but not acted on.
+const METAL3_KINDS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/metal3-kinds.yaml"
+);
+
+/// Whether every object of the fixture that has a status carries the controller's condition.
+fn all_kept_marked(s: &Serve) -> bool {
+    let kinds = "hostfirmwaresettings,hostfirmwarecomponents,hostupdatepolicies,dataimages,\
+                 preprovisioningimages,bmceventsubscriptions,baremetalswitches,hostnetworkattachments";
+    let o = s.kubectl(&["get", kinds, "-n", "default", "-o", "json"]);
+    let Ok(list) = serde_json::from_slice::<Value>(&o.stdout) else {
+        return false;
+    };
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    items.len() == 8
+        && items.iter().all(|i| {
+            i["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "ferrometal.io/NotActedOn"))
+        })
+}
+
 fn state(s: &Serve, name: &str) -> String {
     let o = s.kubectl(&[
         "get",
@@ -288,6 +311,15 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
     };
     type Check<'a> = Box<dyn Fn() -> bool + 'a>;
     let steps: Vec<(&str, Check, Option<Check>)> = vec![
+        // First, so a dropped grant of these kinds is found in seconds.
+        (
+            "the metal3 kinds kept say they are not acted on",
+            Box::new(|| all_kept_marked(s)),
+            Some(Box::new(|| {
+                s.ok(&["apply", "-n", "default", "-f", METAL3_KINDS]);
+                true
+            })),
+        ),
         (
             "h0 available",
             Box::new(|| state(s, "h0") == "available"),

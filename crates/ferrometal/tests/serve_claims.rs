@@ -400,6 +400,13 @@ async fn a_tenant_claims_uses_and_releases_a_host_without_seeing_infrastructure(
         &["get", "secret", CREDENTIALS, "-n", "infra"],
         &["get", "hardwaredata", "-n", "infra"],
         &["get", "hostdeploypolicies", "-n", "infra"],
+        // metal3's firmware and other host kinds live with the hosts.
+        &["get", "hostfirmwaresettings", "-n", "infra"],
+        &["get", "hostfirmwarecomponents", "-n", "infra"],
+        &["get", "firmwareschemas", "-n", "infra"],
+        &["get", "dataimages", "-n", "infra"],
+        &["get", "bmceventsubscriptions", "-n", "infra"],
+        &["get", "hostfirmwaresettings", "-n", "tenant-a"],
         &["get", "hostclaims", "-n", "tenant-b"],
         &["get", "bmh", "-A"],
         &[
