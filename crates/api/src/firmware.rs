@@ -195,3 +195,198 @@ pub struct HostUpdatePolicyStatus {
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }
+
+impl SettingSchema {
+    /// Checks a wanted value against this attribute, with metal3's rules and messages: a
+    /// read-only or password attribute is never set; an enumeration takes one of its values,
+    /// an integer stays within its bounds, a string within its lengths, a boolean is `true` or
+    /// `false`; an attribute whose type the BMC did not report takes anything.
+    pub fn validate(&self, name: &str, value: &IntOrString) -> Result<(), String> {
+        let invalid = |why: String| Err(format!("Setting {name} is invalid, {why}"));
+        let text = match value {
+            IntOrString::Int(n) => n.to_string(),
+            IntOrString::String(s) => s.clone(),
+        };
+        if self.read_only == Some(true) {
+            return invalid("it is ReadOnly".into());
+        }
+        if name.contains("Password") {
+            return invalid("Password fields can't be set".into());
+        }
+        match self.attribute_type.as_str() {
+            "Enumeration" => {
+                if self.allowable_values.contains(&text) {
+                    Ok(())
+                } else {
+                    invalid(format!("unknown enumeration value - {text}"))
+                }
+            }
+            "Integer" => {
+                let Ok(n) = text.parse::<i64>() else {
+                    return invalid(format!("String {text} entered while integer expected"));
+                };
+                if let Some(low) = self.lower_bound.filter(|low| n < *low) {
+                    return invalid(format!("integer {n} is below minimum value {low}"));
+                }
+                if let Some(high) = self.upper_bound.filter(|high| n > *high) {
+                    return invalid(format!("integer {n} is above maximum value {high}"));
+                }
+                Ok(())
+            }
+            "String" => {
+                let len = text.len() as i64;
+                if let Some(min) = self.min_length.filter(|min| len < *min) {
+                    return invalid(format!(
+                        "string {text} length is below minimum length {min}"
+                    ));
+                }
+                if let Some(max) = self.max_length.filter(|max| len > *max) {
+                    return invalid(format!(
+                        "string {text} length is above maximum length {max}"
+                    ));
+                }
+                Ok(())
+            }
+            "Boolean" if text == "true" || text == "false" => Ok(()),
+            "Boolean" => invalid(format!("{text} is not a boolean")),
+            "Password" => invalid("passwords are immutable".into()),
+            "" => Ok(()),
+            other => invalid(format!("unexpected attribute type {other}")),
+        }
+    }
+}
+
+/// Checks every wanted setting against a schema: the first problem, naming the attribute.
+pub fn validate_settings(
+    schema: &BTreeMap<String, SettingSchema>,
+    wanted: &BTreeMap<String, IntOrString>,
+) -> Result<(), String> {
+    for (name, value) in wanted {
+        match schema.get(name) {
+            Some(attr) => attr.validate(name, value)?,
+            None => {
+                return Err(format!(
+                    "Setting {name} is invalid, it is not in the associated schema"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enumeration() -> SettingSchema {
+        SettingSchema {
+            attribute_type: "Enumeration".into(),
+            allowable_values: vec!["Enabled".into(), "Disabled".into()],
+            ..Default::default()
+        }
+    }
+
+    fn s(v: &str) -> IntOrString {
+        IntOrString::String(v.into())
+    }
+
+    #[test]
+    fn values_are_checked_as_metal3_checks_them() {
+        let integer = SettingSchema {
+            attribute_type: "Integer".into(),
+            lower_bound: Some(1),
+            upper_bound: Some(64),
+            ..Default::default()
+        };
+        let string = SettingSchema {
+            attribute_type: "String".into(),
+            min_length: Some(2),
+            max_length: Some(4),
+            ..Default::default()
+        };
+        let boolean = SettingSchema {
+            attribute_type: "Boolean".into(),
+            ..Default::default()
+        };
+        let read_only = SettingSchema {
+            read_only: Some(true),
+            ..string.clone()
+        };
+        let cases: &[(&SettingSchema, &str, IntOrString, Option<&str>)] = &[
+            (&enumeration(), "Turbo", s("Enabled"), None),
+            (
+                &enumeration(),
+                "Turbo",
+                s("On"),
+                Some("unknown enumeration value - On"),
+            ),
+            (&integer, "Cores", IntOrString::Int(8), None),
+            (&integer, "Cores", s("8"), None),
+            (
+                &integer,
+                "Cores",
+                s("eight"),
+                Some("String eight entered while integer expected"),
+            ),
+            (
+                &integer,
+                "Cores",
+                IntOrString::Int(0),
+                Some("integer 0 is below minimum value 1"),
+            ),
+            (
+                &integer,
+                "Cores",
+                IntOrString::Int(65),
+                Some("integer 65 is above maximum value 64"),
+            ),
+            (&string, "Tag", s("abc"), None),
+            (
+                &string,
+                "Tag",
+                s("a"),
+                Some("string a length is below minimum length 2"),
+            ),
+            (
+                &string,
+                "Tag",
+                s("abcde"),
+                Some("string abcde length is above maximum length 4"),
+            ),
+            (&boolean, "Quiet", s("true"), None),
+            (&boolean, "Quiet", s("yes"), Some("yes is not a boolean")),
+            (&read_only, "Serial", s("abc"), Some("it is ReadOnly")),
+            (
+                &string,
+                "AdminPassword",
+                s("abc"),
+                Some("Password fields can't be set"),
+            ),
+            (&SettingSchema::default(), "Anything", s("x"), None),
+        ];
+        for (schema, name, value, want) in cases {
+            let got = schema.validate(name, value);
+            match want {
+                None => assert_eq!(got, Ok(()), "{name} {value:?}"),
+                Some(why) => assert_eq!(
+                    got,
+                    Err(format!("Setting {name} is invalid, {why}")),
+                    "{name} {value:?}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn an_attribute_outside_the_schema_is_named() {
+        let schema = BTreeMap::from([("Turbo".to_string(), enumeration())]);
+        let wanted = BTreeMap::from([
+            ("Turbo".to_string(), s("Enabled")),
+            ("Warp".to_string(), s("9")),
+        ]);
+        assert_eq!(
+            validate_settings(&schema, &wanted),
+            Err("Setting Warp is invalid, it is not in the associated schema".into())
+        );
+    }
+}

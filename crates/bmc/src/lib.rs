@@ -65,6 +65,23 @@ pub trait Bmc: Send + Sync {
             what: "UEFI Secure Boot".into(),
         })
     }
+    /// The BIOS settings: current, pending, and the attribute registry when there is one.
+    async fn bios(&self) -> Result<Bios, BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "BIOS settings".into(),
+        })
+    }
+    /// Stages BIOS settings in the BMC's pending settings; they take effect at the next boot.
+    async fn set_bios(
+        &self,
+        _changes: &std::collections::BTreeMap<String, serde_json::Value>,
+    ) -> Result<(), BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "BIOS settings".into(),
+        })
+    }
     /// Ends any session the client holds; basic-auth clients have nothing to do.
     async fn logout(&self) -> Result<(), BmcError> {
         Ok(())

@@ -275,3 +275,38 @@ mod tests {
         );
     }
 }
+
+/// A system's BIOS settings as its BMC reports them.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Bios {
+    /// Current values, attribute name to value (string, number or boolean, as the BMC has it).
+    pub attributes: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Values waiting for the next boot.
+    pub pending: std::collections::BTreeMap<String, serde_json::Value>,
+    /// The attribute registry's name (`Bios.AttributeRegistry`), when the BMC gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry_name: Option<String>,
+    /// The registry's attributes; empty when the BMC publishes no registry (sushy-tools).
+    pub registry: Vec<BiosAttribute>,
+}
+
+/// One attribute of a BIOS attribute registry (Redfish `AttributeRegistry`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BiosAttribute {
+    pub name: String,
+    /// `Enumeration`, `String`, `Integer`, `Boolean` or `Password`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowable_values: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lower_bound: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upper_bound: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_length: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_length: Option<i64>,
+    pub read_only: bool,
+}

@@ -289,6 +289,7 @@ pub fn system(index: usize, s: &SystemState, reset_types: &[&str]) -> Value {
         "Memory": odata(&format!("{base}/Memory")),
         "EthernetInterfaces": odata(&format!("{base}/EthernetInterfaces")),
         "Storage": odata(&format!("{base}/Storage")),
+        "Bios": odata(&format!("{base}/Bios")),
         "Links": {
             "ManagedBy": [odata(&format!("/redfish/v1/Managers/bmc-sys-{index}"))],
         },
@@ -329,7 +330,7 @@ pub fn system_json(index: usize, s: &SystemState, reset_types_json: &str) -> Vec
             r#""MemorySummary":{{"TotalSystemMemoryGiB":{memory_gib},"Status":{{"State":"Enabled","Health":"OK"}}}},"#,
             r#""Processors":{{"@odata.id":"{base}/Processors"}},"Memory":{{"@odata.id":"{base}/Memory"}},"#,
             r#""EthernetInterfaces":{{"@odata.id":"{base}/EthernetInterfaces"}},"#,
-            r#""Storage":{{"@odata.id":"{base}/Storage"}},"#,
+            r#""Storage":{{"@odata.id":"{base}/Storage"}},"Bios":{{"@odata.id":"{base}/Bios"}},"#,
             r#""Links":{{"ManagedBy":[{{"@odata.id":"/redfish/v1/Managers/bmc-sys-{index}"}}]}},"#,
             r##""Actions":{{"#ComputerSystem.Reset":{{"target":"{base}/Actions/ComputerSystem.Reset","##,
             r#""ResetType@Redfish.AllowableValues":{resets}}}}}}}"#,
@@ -365,7 +366,7 @@ const BOOT_ENABLED_JSON: &str = r#"["Disabled","Once","Continuous"]"#;
 const BOOT_MODES_JSON: &str = r#"["UEFI","Legacy"]"#;
 
 /// Formats as `/redfish/v1/Systems/sys-N` without an intermediate `String`.
-struct SystemBase(usize);
+pub struct SystemBase(pub usize);
 
 impl std::fmt::Display for SystemBase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -28,6 +28,7 @@
 // Imports go one way: fault, counters, media and resp are leaves; state, config and inventory build
 // on them; app holds the shared state; control and redfish answer requests; server routes.
 mod app;
+mod bios;
 mod config;
 mod control;
 mod counters;

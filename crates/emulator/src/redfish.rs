@@ -13,6 +13,7 @@ use hyper::body::Incoming;
 use serde_json::Value;
 
 use crate::app::{App, ResetConnection};
+use crate::bios;
 use crate::fault::Fault;
 use crate::hostile;
 use crate::inventory::{self, Expand};
@@ -33,6 +34,9 @@ enum Route {
     Session(u64),
     Systems,
     Managers,
+    Registries,
+    RegistryFile,
+    Registry,
     /// A resource belonging to system `.0`.
     Sys(usize, SysRoute),
     NotFound,
@@ -56,6 +60,8 @@ enum SysRoute {
     Cd,
     InsertMedia,
     EjectMedia,
+    Bios,
+    BiosSettings,
 }
 
 fn numbered(segment: &str, prefix: &str) -> Option<usize> {
@@ -95,6 +101,13 @@ fn parse_route(path: &str, count: usize) -> Route {
         },
         ["Systems"] => Route::Systems,
         ["Managers"] => Route::Managers,
+        ["Registries"] => Route::Registries,
+        ["Registries", bios::REGISTRY_FILE] => Route::RegistryFile,
+        ["Registries", bios::REGISTRY_FILE, file]
+            if file.strip_suffix(".json") == Some(bios::REGISTRY_FILE) =>
+        {
+            Route::Registry
+        }
         ["Systems", id, tail @ ..] => match parse_system_id(id, count) {
             Some(index) => system_route(tail).map_or(Route::NotFound, |r| Route::Sys(index, r)),
             None => Route::NotFound,
@@ -127,6 +140,8 @@ fn system_route(tail: &[&str]) -> Option<SysRoute> {
         ["Storage"] => SysRoute::StorageCollection,
         ["Storage", "1"] => SysRoute::Storage,
         ["Storage", "1", "Drives", d] => SysRoute::Drive(numbered(d, "Disk")?),
+        ["Bios"] => SysRoute::Bios,
+        ["Bios", "Settings"] => SysRoute::BiosSettings,
         _ => return None,
     })
 }
@@ -216,6 +231,9 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Result<Resp, ResetConn
             Method::GET | Method::DELETE => not_found(path),
             _ => method_not_allowed("GET, DELETE"),
         },
+        Route::Registries => only_get(&req, || json(StatusCode::OK, &bios::registries_doc())),
+        Route::RegistryFile => only_get(&req, || json(StatusCode::OK, &bios::registry_file_doc())),
+        Route::Registry => only_get(&req, || json(StatusCode::OK, &bios::registry_doc())),
         Route::Sys(index, r) => system_request(app, index, r, req).await,
     };
     Ok(match rewrite {
@@ -305,6 +323,13 @@ async fn system_request(app: &App, index: usize, route: SysRoute, req: Request<I
         SysRoute::Reset | SysRoute::InsertMedia | SysRoute::EjectMedia => {
             method_not_allowed("POST")
         }
+        SysRoute::BiosSettings if method == Method::PATCH => patch_bios(app, index, req).await,
+        SysRoute::BiosSettings if get => {
+            let base = inventory::SystemBase(index).to_string();
+            let s = app.systems[index].lock(Instant::now());
+            json(StatusCode::OK, &bios::settings_doc(&base, &s.bios))
+        }
+        SysRoute::BiosSettings => method_not_allowed("GET, PATCH"),
         _ if !get => method_not_allowed("GET"),
         SysRoute::Processors => found(Some(inventory::processors(index))),
         SysRoute::Processor(n) => found(inventory::processor(index, n)),
@@ -315,6 +340,11 @@ async fn system_request(app: &App, index: usize, route: SysRoute, req: Request<I
         SysRoute::StorageCollection => found(Some(inventory::storage_collection(index))),
         SysRoute::Storage => found(Some(inventory::storage(index))),
         SysRoute::Drive(n) => found(inventory::drive(index, n)),
+        SysRoute::Bios => {
+            let base = inventory::SystemBase(index).to_string();
+            let s = app.systems[index].lock(Instant::now());
+            found(Some(bios::bios_doc(&base, index, &s.bios)))
+        }
         SysRoute::Manager => found(Some(inventory::manager(index))),
         SysRoute::VirtualMedia => found(Some(inventory::virtual_media_collection(index))),
         SysRoute::Cd => {
@@ -550,6 +580,28 @@ async fn patch_system(app: &App, index: usize, req: Request<Incoming>) -> Resp {
         (inventory::system(index, &s, &app.reset_types), s.etag())
     };
     with_etag(json(StatusCode::OK, &doc), &etag)
+}
+
+/// `PATCH Bios/Settings {"Attributes": {...}}`: checked against the registry, then pending
+/// until the next boot.
+async fn patch_bios(app: &App, index: usize, req: Request<Incoming>) -> Resp {
+    let body = match read_json(req).await {
+        Ok(body) => body,
+        Err(resp) => return resp,
+    };
+    let Some(attributes) = body.get("Attributes").and_then(Value::as_object) else {
+        return bad_request(
+            "Base.1.8.PropertyMissing",
+            "The property Attributes is a required property and must be included in the request.",
+        );
+    };
+    let mut s = app.systems[index].lock(Instant::now());
+    if let Err((id, message)) = s.bios.stage(attributes) {
+        return bad_request(id, &message);
+    }
+    let names: Vec<&str> = attributes.keys().map(String::as_str).collect();
+    s.record(format!("PatchBios:{}", names.join(",")));
+    empty(StatusCode::NO_CONTENT)
 }
 
 async fn reset(app: &App, index: usize, req: Request<Incoming>) -> Resp {

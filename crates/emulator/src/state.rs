@@ -134,6 +134,8 @@ pub struct SystemState {
     last_boot: Option<&'static str>,
     version: u64,
     pub fault: Option<Fault>,
+    /// BIOS settings: applied and pending (taken at the next boot).
+    pub bios: crate::bios::BiosState,
 }
 
 impl SystemState {
@@ -153,6 +155,7 @@ impl SystemState {
             last_boot: None,
             version: 1,
             fault: None,
+            bios: Default::default(),
         }
     }
 
@@ -181,6 +184,7 @@ impl SystemState {
 
     fn boot(&mut self) {
         self.boots += 1;
+        self.bios.apply_pending();
         let overridden = self.boot_enabled != "Disabled" && self.boot_target != "None";
         self.last_boot = Some(if overridden {
             self.boot_target

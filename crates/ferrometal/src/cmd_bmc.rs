@@ -7,10 +7,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Subcommand, ValueEnum};
+use std::collections::BTreeMap;
+
+use ferrometal_api::firmware::SettingSchema;
 use ferrometal_bmc::{
-    AuthMode, Bmc, BmcAddress, BmcOptions, BootDevice, BootMode, BootOverride, Credentials,
-    PowerAction, PowerState,
+    AuthMode, Bios, BiosAttribute, Bmc, BmcAddress, BmcOptions, BootDevice, BootMode, BootOverride,
+    Credentials, PowerAction, PowerState,
 };
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::json;
 
 #[derive(clap::Args)]
@@ -75,6 +79,23 @@ enum BmcCommand {
     Identity,
     /// Out-of-band hardware inventory: CPUs, memory, NICs, disks.
     Inventory,
+    /// BIOS settings (Redfish only): current, pending, and what the registry allows.
+    Bios {
+        #[command(subcommand)]
+        action: BiosCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BiosCommand {
+    /// Every attribute: its current value, a pending one, and its type and limits.
+    Show,
+    /// Stage NAME=VALUE settings for the next boot, checked against the BMC's attribute
+    /// registry first (nothing is sent when one is refused).
+    Set {
+        #[arg(required = true, value_name = "NAME=VALUE")]
+        settings: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -196,7 +217,80 @@ async fn execute(bmc: &dyn Bmc, args: &Args) -> anyhow::Result<serde_json::Value
         },
         BmcCommand::Identity => json!({"identity": bmc.identity().await?}),
         BmcCommand::Inventory => json!({"inventory": bmc.inventory().await?}),
+        BmcCommand::Bios { action } => match action {
+            BiosCommand::Show => json!({"bios": bmc.bios().await?}),
+            BiosCommand::Set { settings } => {
+                let bios = bmc.bios().await?;
+                let changes = bios_changes(&bios, settings)?;
+                bmc.set_bios(&changes).await?;
+                json!({"staged": changes, "appliesAt": "next boot"})
+            }
+        },
     })
+}
+
+/// `NAME=VALUE` arguments as the BMC wants them (numbers and booleans where the registry, or
+/// else the current value, says so), each checked against the registry as metal3 checks
+/// HostFirmwareSettings.
+fn bios_changes(
+    bios: &Bios,
+    settings: &[String],
+) -> anyhow::Result<BTreeMap<String, serde_json::Value>> {
+    let mut out = BTreeMap::new();
+    for setting in settings {
+        let Some((name, text)) = setting.split_once('=') else {
+            bail!("{setting:?} is not NAME=VALUE");
+        };
+        let attr = bios.registry.iter().find(|a| a.name == name);
+        if !bios.registry.is_empty() {
+            let Some(attr) = attr else {
+                bail!("Setting {name} is invalid, it is not in the BMC's attribute registry");
+            };
+            let value = match text.parse::<i32>() {
+                Ok(n) if attr.kind == "Integer" => IntOrString::Int(n),
+                _ => IntOrString::String(text.to_string()),
+            };
+            setting_schema(attr)
+                .validate(name, &value)
+                .map_err(anyhow::Error::msg)?;
+        } else if !bios.attributes.contains_key(name) {
+            bail!("Setting {name} is invalid, the BMC reports no such attribute");
+        }
+        let kind =
+            attr.map(|a| a.kind.as_str())
+                .unwrap_or_else(|| match bios.attributes.get(name) {
+                    Some(serde_json::Value::Number(_)) => "Integer",
+                    Some(serde_json::Value::Bool(_)) => "Boolean",
+                    _ => "String",
+                });
+        let value = match kind {
+            "Integer" => json!(
+                text.parse::<i64>()
+                    .with_context(|| format!("Setting {name}: {text:?} is not an integer"))?
+            ),
+            "Boolean" => json!(
+                text.parse::<bool>()
+                    .with_context(|| format!("Setting {name}: {text:?} is not true or false"))?
+            ),
+            _ => json!(text),
+        };
+        out.insert(name.to_string(), value);
+    }
+    Ok(out)
+}
+
+/// A registry attribute as metal3's FirmwareSchema describes one.
+fn setting_schema(attr: &BiosAttribute) -> SettingSchema {
+    SettingSchema {
+        attribute_type: attr.kind.clone(),
+        allowable_values: attr.allowable_values.clone(),
+        lower_bound: attr.lower_bound,
+        upper_bound: attr.upper_bound,
+        min_length: attr.min_length,
+        max_length: attr.max_length,
+        read_only: Some(attr.read_only),
+        unique: None,
+    }
 }
 
 async fn wait_for(
@@ -227,6 +321,10 @@ fn print(value: &serde_json::Value, output: Output) {
     }
     if let Some(inv) = value.get("inventory") {
         print_inventory(inv);
+        return;
+    }
+    if let Some(bios) = value.get("bios") {
+        print_bios(bios);
         return;
     }
     print_flat("", value);
@@ -296,5 +394,50 @@ fn print_inventory(inv: &serde_json::Value) {
     }
     for w in rows("warnings") {
         println!("warning: {}", w.as_str().unwrap_or_default());
+    }
+}
+
+/// One line per attribute: name, current value, pending value (or -), type and limits.
+fn print_bios(bios: &serde_json::Value) {
+    let registry = bios["registry"].as_array().cloned().unwrap_or_default();
+    let empty = serde_json::Map::new();
+    let attributes = bios["attributes"].as_object().unwrap_or(&empty);
+    let pending = bios["pending"].as_object().unwrap_or(&empty);
+    let shown = |v: Option<&serde_json::Value>| match v {
+        None => "-".to_string(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    println!("{:<28} {:<20} {:<20} TYPE", "NAME", "VALUE", "PENDING");
+    for (name, value) in attributes {
+        let attr = registry.iter().find(|a| a["name"] == name.as_str());
+        let mut kind = attr
+            .and_then(|a| a["kind"].as_str())
+            .unwrap_or("")
+            .to_string();
+        if let Some(a) = attr {
+            if a["readOnly"] == true {
+                kind.push_str(" read-only");
+            }
+            if let Some(values) = a["allowableValues"].as_array() {
+                let values: Vec<&str> = values.iter().filter_map(|v| v.as_str()).collect();
+                kind.push_str(&format!(" [{}]", values.join("|")));
+            }
+            if a["lowerBound"].is_number() || a["upperBound"].is_number() {
+                kind.push_str(&format!(" {}..{}", a["lowerBound"], a["upperBound"]));
+            }
+        }
+        println!(
+            "{:<28} {:<20} {:<20} {}",
+            name,
+            shown(Some(value)),
+            shown(pending.get(name)),
+            kind.trim()
+        );
+    }
+    if registry.is_empty() {
+        println!(
+            "(the BMC publishes no attribute registry: values are not checked before sending)"
+        );
     }
 }

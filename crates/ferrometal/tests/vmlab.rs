@@ -74,6 +74,80 @@ fn live_boots(lab: &Lab, vm: &Vm) -> usize {
 /// Registration, inspection, a live ISO on the redfish provisioner, reboot, power off and on,
 /// PowerCycle and ForceOff operations, a BMCJob and detach, on two UEFI VMs; the second VM is the control that must
 /// stay untouched by what the first is asked.
+/// `ferrometal bmc bios` against the lab's sushy-tools: the registry read, a bad value refused
+/// before sending, a good one taken.
+fn bios_through_the_cli(lab: &Lab, vm: &Vm) {
+    let bios = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ferrometal"))
+            .args(["bmc", "--address", &vm.bmc_address, "--username"])
+            .arg(&lab.summary.sushy.username)
+            .arg("--password-file")
+            .arg(&lab.summary.sushy.password_file)
+            .args(["-o", "json", "bios"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = bios(&["show"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let attributes = shown["bios"]["attributes"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let registry = shown["bios"]["registry"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(!attributes.is_empty() && !registry.is_empty(), "{shown}");
+    // An enumeration the VM has: a value outside it is refused, one inside it is staged.
+    // ProcTurboMode first: nothing the lab's boots depend on.
+    let mut registry = registry;
+    registry.sort_by_key(|a| a["name"] != "ProcTurboMode");
+    let (name, allowed) = registry
+        .iter()
+        .find_map(|a| {
+            let values: Vec<String> = a["allowableValues"]
+                .as_array()?
+                .iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect();
+            (a["readOnly"] != true
+                && values.len() > 1
+                && attributes.contains_key(a["name"].as_str()?))
+            .then(|| (a["name"].as_str().unwrap().to_string(), values))
+        })
+        .expect("a writable enumeration");
+    let out = bios(&["set", &format!("{name}=NotAValue")]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown enumeration value"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let other = allowed
+        .iter()
+        .find(|v| attributes[&name] != v.as_str())
+        .unwrap()
+        .clone();
+    let out = bios(&["set", &format!("{name}={other}")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&bios(&["show"]).stdout).unwrap();
+    let seen = [
+        &shown["bios"]["pending"][&name],
+        &shown["bios"]["attributes"][&name],
+    ];
+    assert!(seen.iter().any(|v| **v == other.as_str()), "{shown}");
+}
+
 #[test]
 fn uefi_vms_register_inspect_boot_a_live_iso_and_obey_power() {
     let lab = Lab::up(2, Firmware::Uefi, "default");
@@ -111,6 +185,9 @@ fn uefi_vms_register_inspect_boot_a_live_iso_and_obey_power() {
         .collect();
     assert_eq!(macs, [a.boot_mac.as_str()], "{hw}");
     assert_eq!(lab.domain_state(&a), "shut off");
+
+    // BIOS settings through sushy-tools' libvirt driver, which keeps them per domain.
+    bios_through_the_cli(&lab, &b);
 
     // A live ISO: the VM boots it, that VM and no other.
     let iso = files.url("live.iso");

@@ -7,8 +7,8 @@ use serde_json::json;
 use super::client::{MAX_MEMBERS, RedfishBmc};
 use super::parse::{choose_reset_type, disk_of, excerpt, identity_of, link, str_of, u64_of};
 use crate::{
-    Bmc, BmcError, BootDevice, BootMode, BootOverride, Cpu, Inventory, MediaStatus, MemoryModule,
-    Nic, PowerAction, PowerState, SystemIdentity,
+    Bios, Bmc, BmcError, BootDevice, BootMode, BootOverride, Cpu, Inventory, MediaStatus,
+    MemoryModule, Nic, PowerAction, PowerState, SystemIdentity,
 };
 
 /// Most inventory warnings kept.
@@ -214,6 +214,17 @@ impl Bmc for RedfishBmc {
             )
             .await?;
         Ok(())
+    }
+
+    async fn bios(&self) -> Result<Bios, BmcError> {
+        self.read_bios().await
+    }
+
+    async fn set_bios(
+        &self,
+        changes: &std::collections::BTreeMap<String, serde_json::Value>,
+    ) -> Result<(), BmcError> {
+        self.stage_bios(changes).await
     }
 
     async fn inventory(&self) -> Result<Inventory, BmcError> {

@@ -28,6 +28,8 @@ pub(super) struct Learned {
     expand: Option<bool>,
     /// The system's SecureBoot resource, when it links one.
     secure_boot: Option<String>,
+    /// The system's Bios resource, when it links one.
+    pub(super) bios: Option<String>,
     /// The system was read at least once, so the fields above reflect it.
     pub(super) system_read: bool,
     /// `Boot.BootSourceOverrideMode` as the system last reported it; `None` when it reports
@@ -115,6 +117,7 @@ impl RedfishBmc {
         learned.boot_targets_allowed =
             string_list(&system["Boot"]["BootSourceOverrideTarget@Redfish.AllowableValues"]);
         learned.secure_boot = link(&system["SecureBoot"]);
+        learned.bios = link(&system["Bios"]);
         learned.boot_mode = system["Boot"]["BootSourceOverrideMode"]
             .as_str()
             .map(String::from);

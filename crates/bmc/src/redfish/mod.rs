@@ -6,8 +6,10 @@
 //! support) is remembered so steady-state calls cost one request.
 //!
 //! `transport` sends the requests (HTTP, session, limits, errors); `client` is the client with
-//! what it learned; `bmc_impl` implements the `Bmc` trait on it; `parse` reads the BMC's JSON.
+//! what it learned; `bmc_impl` implements the `Bmc` trait on it; `parse` reads the BMC's JSON; `bios` reads
+//! and stages BIOS settings and their registry.
 
+mod bios;
 mod bmc_impl;
 mod client;
 mod parse;
