@@ -1,5 +1,4 @@
-//! metal3 kinds ferrometal serves and stores but does not act on yet (firmware settings and
-//! updates, data images, BMC event subscriptions, preprovisioning images, switches). metal3
+//! metal3 kinds ferrometal serves and stores but does not act on yet (firmware updates, data images, BMC event subscriptions, preprovisioning images, switches). metal3
 //! users' YAML applies unchanged; rather than let such an object sit as if something were
 //! happening, this controller says in its status that nothing will: condition
 //! `ferrometal.io/NotActedOn` (True, at the object's generation), and for
@@ -45,10 +44,6 @@ pub fn kept_kinds() -> Vec<KeptKind> {
         }
     }
     vec![
-        kind::<firmware::HostFirmwareSettings>(
-            "ferrometal stores HostFirmwareSettings but does not read or change BIOS settings \
-             yet: nothing is sent to the BMC",
-        ),
         kind::<firmware::HostFirmwareComponents>(
             "ferrometal stores HostFirmwareComponents but does not read firmware versions or \
              update firmware yet: nothing is sent to the BMC",

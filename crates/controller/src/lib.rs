@@ -28,8 +28,9 @@
 //!
 //! The controllers — [`host`] (BareMetalHost and its HardwareData), [`job`] (BMCJob),
 //! [`claim`] (HostClaim), [`remote`] (HostClaims served by another cluster), [`rufio`]
-//! (Tinkerbell Rufio's Machine, Job and Task) and [`kept_kinds`] (the metal3 kinds stored but
-//! not acted on, which it says in their status) — never import one another, so each can be read,
+//! (Tinkerbell Rufio's Machine, Job and Task), [`firmware_settings`] (HostFirmwareSettings:
+//! the BIOS read and the wanted settings validated) and [`kept_kinds`] (the metal3 kinds stored
+//! but not acted on, which it says in their status) — never import one another, so each can be read,
 //! tested and changed on its own. What two of them share lives below them: [`error`],
 //! [`events`], [`config`], [`context`] (what hosts and BMCJobs share), [`conditions`],
 //! [`secrets`] and [`host_info`] (reaching a host's BMC), [`forwarding`] (what a claim passes
@@ -45,6 +46,7 @@ pub mod context;
 pub mod detached;
 pub mod error;
 pub mod events;
+pub mod firmware_settings;
 pub mod forwarding;
 pub mod hardware_data;
 pub mod host;
@@ -146,6 +148,7 @@ pub async fn run(
         hardware: hardware_watch.subscribe(),
         claims: claim_watch.subscribe(),
     };
+    let firmware_hosts = host_watch.subscribe();
     let remote_watches = remote::Watches {
         claims: claim_watch.subscribe(),
         secrets: secret_watch.events(),
@@ -231,8 +234,17 @@ pub async fn run(
         shutdown.clone(),
     );
     let kept = kept_kinds::run(client.clone(), shutdown.clone());
-    let (hosts, claims, remote_claims, (), (), ()) =
-        tokio::join!(hosts, claims, remote_claims, rufio, kept, watches);
+    let firmware = firmware_settings::run(
+        Arc::new(firmware_settings::FirmwareContext {
+            client: client.clone(),
+            gate: gate.clone(),
+            hosts: firmware_hosts.store.clone(),
+        }),
+        firmware_hosts,
+        shutdown.clone(),
+    );
+    let (hosts, claims, remote_claims, (), (), (), ()) =
+        tokio::join!(hosts, claims, remote_claims, rufio, kept, firmware, watches);
     hosts.and(claims).and(remote_claims)
 }
 

@@ -255,14 +255,14 @@ const METAL3_KINDS: &str = concat!(
 
 /// Whether every object of the fixture that has a status carries the controller's condition.
 fn all_kept_marked(s: &Serve) -> bool {
-    let kinds = "hostfirmwaresettings,hostfirmwarecomponents,hostupdatepolicies,dataimages,\
-                 preprovisioningimages,bmceventsubscriptions,baremetalswitches,hostnetworkattachments";
+    let kinds = "hostfirmwarecomponents,hostupdatepolicies,dataimages,preprovisioningimages,\
+                 bmceventsubscriptions,baremetalswitches,hostnetworkattachments";
     let o = s.kubectl(&["get", kinds, "-n", "default", "-o", "json"]);
     let Ok(list) = serde_json::from_slice::<Value>(&o.stdout) else {
         return false;
     };
     let items = list["items"].as_array().cloned().unwrap_or_default();
-    items.len() == 8
+    items.len() == 7
         && items.iter().all(|i| {
             i["status"]["conditions"]
                 .as_array()
@@ -324,6 +324,26 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
             "h0 available",
             Box::new(|| state(s, "h0") == "available"),
             None,
+        ),
+        (
+            "h0's BIOS read into its HostFirmwareSettings and a FirmwareSchema",
+            Box::new(|| {
+                let o = s.kubectl(&["get", "hfs", "h0", "-n", "default", "-o", "json"]);
+                serde_json::from_slice::<Value>(&o.stdout).is_ok_and(|h| {
+                    h["status"]["schema"]["name"].is_string()
+                        && h["status"]["settings"]["ProcTurboMode"].is_string()
+                })
+            }),
+            Some(Box::new(|| {
+                s.kubectl_stdin(
+                    &["apply", "-f", "-"],
+                    Some(
+                        "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareSettings\n\
+                         metadata: {name: h0, namespace: default}\nspec: {settings: {}}\n",
+                    ),
+                );
+                true
+            })),
         ),
         (
             "a repeated error folded into an Event series",

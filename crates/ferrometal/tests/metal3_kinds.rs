@@ -13,9 +13,8 @@ const KINDS: &str = concat!(
     "/tests/fixtures/metal3-kinds.yaml"
 );
 
-/// The kinds of the fixture that have a status, by plural.
-const KEPT: [&str; 8] = [
-    "hostfirmwaresettings",
+/// The kinds of the fixture ferrometal keeps without acting on them, by plural.
+const KEPT: [&str; 7] = [
     "hostfirmwarecomponents",
     "hostupdatepolicies",
     "dataimages",
@@ -128,30 +127,42 @@ fn metal3_kinds_are_stored_as_written_refused_when_invalid_and_marked_not_acted_
         "the Error column says why nothing happens: {table}"
     );
     // A change to the spec is a new generation, marked again; the transition time stays.
-    let before = not_acted_on(&s.json(&["get", "hfs", "node-a", "-n", "infra", "-o", "json"]))
-        .cloned()
-        .unwrap();
+    let get_hna = || {
+        s.json(&[
+            "get",
+            "hostnetworkattachment",
+            "storage-trunk",
+            "-n",
+            "infra",
+            "-o",
+            "json",
+        ])
+    };
+    let before = not_acted_on(&get_hna()).cloned().unwrap();
     s.ok(&[
         "patch",
-        "hfs",
-        "node-a",
+        "hostnetworkattachment",
+        "storage-trunk",
         "-n",
         "infra",
         "--type",
         "merge",
         "-p",
-        r#"{"spec":{"settings":{"NumCores":16}}}"#,
+        r#"{"spec":{"mtu":1500}}"#,
     ]);
     s.wait("the new generation marked", || {
-        not_acted_on(&s.json(&["get", "hfs", "node-a", "-n", "infra", "-o", "json"]))
-            .is_some_and(|c| c["observedGeneration"] == 2)
+        not_acted_on(&get_hna()).is_some_and(|c| c["observedGeneration"] == 2)
     });
-    let after = s.json(&["get", "hfs", "node-a", "-n", "infra", "-o", "json"]);
+    let after = get_hna();
     assert_eq!(
         not_acted_on(&after).unwrap()["lastTransitionTime"],
         before["lastTransitionTime"]
     );
-    assert_eq!(after["spec"]["settings"]["NumCores"], 16);
+    assert_eq!(after["spec"]["mtu"], 1500);
+    // HostFirmwareSettings are acted on (read and validated): no such condition, and none of
+    // the host's settings for a HostFirmwareSettings whose host does not exist.
+    let hfs = s.json(&["get", "hfs", "node-a", "-n", "infra", "-o", "json"]);
+    assert!(not_acted_on(&hfs).is_none(), "{hfs}");
 
     // Invalid objects are refused naming the field and value; nothing of them is stored.
     for (name, yaml, field) in [
@@ -229,4 +240,139 @@ fn metal3_kinds_are_stored_as_written_refused_when_invalid_and_marked_not_acted_
         "json",
     ]);
     assert_eq!(policy["spec"], json!({}));
+}
+
+fn condition(obj: &Value, t: &str) -> Option<(String, String)> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_sending_them() {
+    use ferrometal_emulator::{Emulator, EmulatorConfig};
+    let emu = Emulator::start(
+        EmulatorConfig {
+            systems: 1,
+            power_delay: std::time::Duration::from_millis(100),
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), free_port(), &["--power-poll-interval", "2"]);
+    let address = emu
+        .system_url(0)
+        .replace("http://", "redfish-virtualmedia+http://");
+    s.ok(&["create", "namespace", "infra"]);
+    let host = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: bmc, namespace: infra}}\n\
+         stringData: {{username: admin, password: password}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: node-0, namespace: infra}}\n\
+         spec: {{online: false, bmc: {{address: \"{address}\", credentialsName: bmc}}}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareSettings\nmetadata: {{name: node-0, namespace: infra}}\n\
+         spec: {{settings: {{ProcTurboMode: Disabled, NumCores: 8}}}}\n"
+    );
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(&host));
+    assert!(out.status.success(), "{}", output_text(&out));
+    let hfs = || s.json(&["get", "hfs", "node-0", "-n", "infra", "-o", "json"]);
+    s.wait("the BIOS read into the status", || {
+        hfs()["status"]["settings"]["ProcTurboMode"] == "Enabled"
+    });
+    let got = hfs();
+    // metal3 keeps every value as a string, the serial number as the BMC reports it.
+    assert_eq!(got["status"]["settings"]["NumCores"], "8");
+    assert_eq!(got["status"]["settings"]["SerialNumber"], "FM00000000");
+    assert!(
+        got["status"]["settings"].get("SysPassword").is_none(),
+        "{got}"
+    );
+    assert_eq!(condition(&got, "Valid").unwrap().0, "True", "{got}");
+    let (changed, why) = condition(&got, "ChangeDetected").unwrap();
+    assert_eq!(changed, "True");
+    assert!(
+        why.contains("ProcTurboMode") && why.contains("does not apply"),
+        "{why}"
+    );
+    // The registry, as a FirmwareSchema the status names, with the host's vendor.
+    let schema_name = got["status"]["schema"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(got["status"]["schema"]["namespace"], "infra");
+    let schema = s.json(&[
+        "get",
+        "firmwareschema",
+        &schema_name,
+        "-n",
+        "infra",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(
+        schema["spec"]["schema"]["ProcTurboMode"]["allowable_values"],
+        serde_json::json!(["Enabled", "Disabled"])
+    );
+    assert_eq!(schema["spec"]["schema"]["SerialNumber"]["read_only"], true);
+    assert_eq!(schema["spec"]["schema"]["NumCores"]["upper_bound"], 64);
+
+    // An invalid value: Valid=False naming it; nothing reaches the BMC.
+    s.ok(&[
+        "patch",
+        "hfs",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"settings":{"NumCores":99}}}"#,
+    ]);
+    s.wait("the invalid value refused", || {
+        condition(&hfs(), "Valid").is_some_and(|(st, _)| st == "False")
+    });
+    let (_, why) = condition(&hfs(), "Valid").unwrap();
+    assert_eq!(
+        why,
+        "Setting NumCores is invalid, integer 99 is above maximum value 64"
+    );
+    for action in emu.state(0).actions {
+        assert!(
+            !action.starts_with("PatchBios"),
+            "sent to the BMC: {action}"
+        );
+    }
+    // A change made on the BMC shows in the status at the next read (a host change wakes it).
+    let bios_url = format!("{}/Bios/Settings", emu.system_url(0));
+    let patched = reqwest::Client::new()
+        .patch(&bios_url)
+        .basic_auth("admin", Some("password"))
+        .json(&serde_json::json!({"Attributes": {"ProcTurboMode": "Disabled"}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(patched.status().is_success());
+    s.ok(&[
+        "patch",
+        "bmh",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"online":true}}"#,
+    ]);
+    s.wait("the applied setting read back", || {
+        hfs()["status"]["settings"]["ProcTurboMode"] == "Disabled"
+    });
 }

@@ -1,0 +1,534 @@
+//! HostFirmwareSettings, as metal3 has them: the status holds the BIOS settings the host's
+//! BMC reports and a reference to the FirmwareSchema (the attribute registry) that describes
+//! them; the conditions say whether the wanted settings (`spec.settings`) are valid for that
+//! schema (`Valid`) and whether they differ from the current ones (`ChangeDetected`).
+//!
+//! Reading and validating is all this controller does: applying settings (in `preparing`, or
+//! on a provisioned host through servicing) is not implemented yet, and a detected change
+//! says so in its condition. A HostFirmwareSettings is read when it is created (named after
+//! its host, in the host's namespace, as metal3 names them), when its host changes, and every
+//! ten minutes. The BMC is read through the per-BMC gate with a bounded timeout, as the Rufio
+//! Machine controller reads power.
+//!
+//! FirmwareSchemas are shared by hosts with the same registry: each is named after a hash of
+//! its content (`schema-<hash>`), so equal registries land in one object.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrometal_api::firmware::{
+    FirmwareSchema, FirmwareSchemaSpec, HostFirmwareSettings, HostFirmwareSettingsStatus,
+    SchemaReference, SettingSchema, validate_settings,
+};
+use ferrometal_api::{BareMetalHost, ProvisioningState};
+use ferrometal_bmc::{Bios, BmcAddress, BmcOptions, Credentials};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::bmc_gate::BmcGate;
+use crate::conditions::{self, set_condition};
+use crate::shared_watch::Watched;
+
+pub const VALID: &str = "Valid";
+pub const CHANGE_DETECTED: &str = "ChangeDetected";
+/// ferrometal's condition: False while the BMC's settings cannot be read, with the reason.
+pub const READ: &str = "ferrometal.io/SettingsRead";
+const FIELD_MANAGER: &str = "ferrometal-controller";
+const REFRESH: Duration = Duration::from_secs(600);
+const BMC_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub struct FirmwareContext {
+    pub client: kube::Client,
+    pub gate: Arc<BmcGate>,
+    pub hosts: Store<BareMetalHost>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("writing HostFirmwareSettings {0}: {1}")]
+    Write(String, kube::Error),
+    #[error("reading Secret {0}: {1}")]
+    Secret(String, kube::Error),
+}
+
+/// The settings as metal3 keeps them: every value a string; passwords (null) left out.
+fn as_settings(attributes: &BTreeMap<String, Value>) -> BTreeMap<String, String> {
+    attributes
+        .iter()
+        .filter_map(|(k, v)| {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                Value::Null => return None,
+                other => other.to_string(),
+            };
+            Some((k.clone(), text))
+        })
+        .collect()
+}
+
+/// The registry as metal3's FirmwareSchema describes it.
+fn as_schema(bios: &Bios) -> BTreeMap<String, SettingSchema> {
+    bios.registry
+        .iter()
+        .map(|a| {
+            (
+                a.name.clone(),
+                SettingSchema {
+                    attribute_type: a.kind.clone(),
+                    allowable_values: a.allowable_values.clone(),
+                    lower_bound: a.lower_bound,
+                    upper_bound: a.upper_bound,
+                    min_length: a.min_length,
+                    max_length: a.max_length,
+                    read_only: Some(a.read_only),
+                    unique: None,
+                },
+            )
+        })
+        .collect()
+}
+
+/// `schema-` and 8 hex digits of FNV-1a over the schema's JSON: stable across releases, so
+/// equal registries keep one name.
+fn schema_name(schema: &BTreeMap<String, SettingSchema>) -> String {
+    let bytes = serde_json::to_vec(schema).unwrap_or_default();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("schema-{:08x}", hash >> 32)
+}
+
+/// The status after a successful read: current settings, schema reference, and the two
+/// conditions from the wanted settings.
+pub fn decide_status(
+    hfs: &HostFirmwareSettings,
+    current: BTreeMap<String, String>,
+    schema: Option<(&str, &BTreeMap<String, SettingSchema>)>,
+    now: &str,
+) -> HostFirmwareSettingsStatus {
+    let mut status = hfs.status.clone().unwrap_or_default();
+    let generation = hfs.metadata.generation;
+    if status.settings != current || status.last_updated.is_none() {
+        status.last_updated = Some(now.to_string());
+    }
+    status.settings = current;
+    let namespace = hfs.namespace().unwrap_or_default();
+    status.firmware_schema = schema.map(|(name, _)| SchemaReference {
+        namespace,
+        name: name.to_string(),
+    });
+    // Without a registry, an attribute the BMC reports is all that can be checked.
+    let fallback: BTreeMap<String, SettingSchema>;
+    let schema = match schema {
+        Some((_, s)) => s,
+        None => {
+            fallback = status
+                .settings
+                .keys()
+                .map(|k| (k.clone(), SettingSchema::default()))
+                .collect();
+            &fallback
+        }
+    };
+    let wanted = &hfs.spec.settings;
+    let (valid, reason, message) = match validate_settings(schema, wanted) {
+        Ok(()) => (true, "Success", String::new()),
+        Err(why) => (false, "ConfigurationError", why),
+    };
+    let status_of = |ok: bool| if ok { "True" } else { "False" };
+    set_condition(
+        &mut status.conditions,
+        VALID,
+        status_of(valid),
+        reason,
+        &message,
+        now,
+        generation,
+    );
+    let differing: Vec<&str> = wanted
+        .iter()
+        .filter(|(k, v)| {
+            let text = match v {
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n) => n.to_string(),
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s) => s.clone(),
+            };
+            status.settings.get(*k) != Some(&text)
+        })
+        .map(|(k, _)| k.as_str())
+        .collect();
+    let changed = !differing.is_empty();
+    let message = if changed {
+        format!(
+            "{} differ from the BMC's current settings; ferrometal does not apply firmware \
+             settings to hosts yet",
+            differing.join(", ")
+        )
+    } else {
+        String::new()
+    };
+    set_condition(
+        &mut status.conditions,
+        CHANGE_DETECTED,
+        status_of(changed),
+        "Success",
+        &message,
+        now,
+        generation,
+    );
+    set_condition(
+        &mut status.conditions,
+        READ,
+        "True",
+        "Read",
+        "",
+        now,
+        generation,
+    );
+    status
+}
+
+/// A host whose BMC answers for it: registered, not being deleted.
+fn readable(host: &BareMetalHost) -> bool {
+    use ProvisioningState as S;
+    let state = host
+        .status
+        .as_ref()
+        .map(|s| s.provisioning.state)
+        .unwrap_or_default();
+    host.meta().deletion_timestamp.is_none()
+        && !matches!(
+            state,
+            S::None | S::Unmanaged | S::Registering | S::Deleting | S::PoweringOffBeforeDelete
+        )
+}
+
+async fn read_bios(
+    ctx: &FirmwareContext,
+    host: &BareMetalHost,
+) -> Result<Result<Bios, String>, Error> {
+    let Some(bmc) = host.spec.bmc.as_ref() else {
+        return Ok(Err("the host has no BMC".into()));
+    };
+    let address = match BmcAddress::parse(&bmc.address) {
+        Ok(a) => a,
+        Err(e) => return Ok(Err(format!("spec.bmc.address: {e}"))),
+    };
+    let ns = host.namespace_or_default();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let Some(secret) = secrets
+        .get_opt(&bmc.credentials_name)
+        .await
+        .map_err(|e| Error::Secret(bmc.credentials_name.clone(), e))?
+    else {
+        return Ok(Err(format!(
+            "the BMC credentials Secret {} is missing",
+            bmc.credentials_name
+        )));
+    };
+    let c = crate::secrets::credentials_of(&secret);
+    let (Some(user), Some(password)) = (c.username, c.password) else {
+        return Ok(Err(format!(
+            "the BMC credentials Secret {} needs username and password",
+            bmc.credentials_name
+        )));
+    };
+    let options = BmcOptions {
+        timeout: BMC_TIMEOUT,
+        disable_certificate_verification: bmc.disable_certificate_verification,
+        ..BmcOptions::default()
+    };
+    let client = match ferrometal_bmc::connect(&address, Credentials::new(user, password), options)
+    {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let read = ctx.gate.run(&BmcGate::key(&address), client.bios()).await;
+    let _ = client.logout().await;
+    Ok(read.map_err(|e| e.to_string()))
+}
+
+async fn reconcile(
+    hfs: Arc<HostFirmwareSettings>,
+    ctx: Arc<FirmwareContext>,
+) -> Result<Action, Error> {
+    let ns = hfs.namespace().unwrap_or_default();
+    let name = hfs.name_any();
+    let Some(host) = ctx.hosts.get(&ObjectRef::new(&name).within(&ns)) else {
+        // Another shard's host, or none yet: its events bring this back.
+        return Ok(Action::await_change());
+    };
+    if !readable(&host) {
+        return Ok(Action::await_change());
+    }
+    let now = conditions::now();
+    let status = match read_bios(&ctx, &host).await? {
+        Ok(bios) => {
+            let schema = as_schema(&bios);
+            let schema_ref = if schema.is_empty() {
+                None
+            } else {
+                let schema_name = schema_name(&schema);
+                write_schema(&ctx, &ns, &schema_name, &host, &schema).await?;
+                Some(schema_name)
+            };
+            decide_status(
+                &hfs,
+                as_settings(&bios.attributes),
+                schema_ref.as_deref().map(|n| (n, &schema)),
+                &now,
+            )
+        }
+        Err(why) => {
+            let mut status = hfs.status.clone().unwrap_or_default();
+            set_condition(
+                &mut status.conditions,
+                READ,
+                "False",
+                "ReadFailed",
+                &why,
+                &now,
+                hfs.metadata.generation,
+            );
+            status
+        }
+    };
+    if Some(&status) != hfs.status.as_ref() {
+        let api: Api<HostFirmwareSettings> = Api::namespaced(ctx.client.clone(), &ns);
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .map_err(|e| Error::Write(name.clone(), e))?;
+    }
+    Ok(Action::requeue(REFRESH))
+}
+
+async fn write_schema(
+    ctx: &FirmwareContext,
+    ns: &str,
+    name: &str,
+    host: &BareMetalHost,
+    schema: &BTreeMap<String, SettingSchema>,
+) -> Result<(), Error> {
+    let vendor = host
+        .status
+        .as_ref()
+        .and_then(|s| s.hardware.as_ref())
+        .and_then(|h| h.system_vendor.as_ref());
+    let mut fs = FirmwareSchema::new(
+        name,
+        FirmwareSchemaSpec {
+            hardware_vendor: vendor
+                .and_then(|v| v.manufacturer.clone())
+                .unwrap_or_default(),
+            hardware_model: vendor
+                .and_then(|v| v.product_name.clone())
+                .unwrap_or_default(),
+            schema: schema.clone(),
+        },
+    );
+    fs.metadata.namespace = Some(ns.to_string());
+    let api: Api<FirmwareSchema> = Api::namespaced(ctx.client.clone(), ns);
+    api.patch(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&fs),
+    )
+    .await
+    .map_err(|e| Error::Write(format!("FirmwareSchema {name}"), e))?;
+    Ok(())
+}
+
+fn error_policy(
+    _hfs: Arc<HostFirmwareSettings>,
+    error: &Error,
+    _ctx: Arc<FirmwareContext>,
+) -> Action {
+    tracing::debug!(%error, "firmware settings");
+    Action::requeue(Duration::from_secs(10))
+}
+
+/// Runs the HostFirmwareSettings controller until `shutdown` resolves; `hosts` wakes the
+/// settings of a host that changed.
+pub async fn run(
+    ctx: Arc<FirmwareContext>,
+    hosts: Watched<BareMetalHost>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let api: Api<HostFirmwareSettings> = Api::all(ctx.client.clone());
+    Controller::new(api, watcher::Config::default())
+        .watches_stream(hosts.events.touched_objects(), |host: BareMetalHost| {
+            let ns = host.namespace()?;
+            Some(ObjectRef::new(&host.name_any()).within(&ns))
+        })
+        .with_config(Config::default().concurrency(4))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrometal_api::firmware::HostFirmwareSettingsSpec;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+    fn hfs(wanted: &[(&str, IntOrString)]) -> HostFirmwareSettings {
+        let mut h = HostFirmwareSettings::new(
+            "node-a",
+            HostFirmwareSettingsSpec {
+                settings: wanted
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+            },
+        );
+        h.metadata.namespace = Some("infra".into());
+        h.metadata.generation = Some(3);
+        h
+    }
+
+    fn schema() -> BTreeMap<String, SettingSchema> {
+        BTreeMap::from([
+            (
+                "ProcTurboMode".to_string(),
+                SettingSchema {
+                    attribute_type: "Enumeration".into(),
+                    allowable_values: vec!["Enabled".into(), "Disabled".into()],
+                    ..Default::default()
+                },
+            ),
+            (
+                "NumCores".to_string(),
+                SettingSchema {
+                    attribute_type: "Integer".into(),
+                    lower_bound: Some(1),
+                    upper_bound: Some(64),
+                    ..Default::default()
+                },
+            ),
+        ])
+    }
+
+    fn current() -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("ProcTurboMode".to_string(), "Enabled".to_string()),
+            ("NumCores".to_string(), "8".to_string()),
+        ])
+    }
+
+    fn cond<'a>(s: &'a HostFirmwareSettingsStatus, t: &str) -> (&'a str, &'a str, &'a str) {
+        let c = s.conditions.iter().find(|c| c.type_ == t).unwrap();
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+    }
+
+    #[test]
+    fn conditions_follow_the_wanted_settings() {
+        let s = schema();
+        let now = "2026-11-27T00:00:00Z";
+        // (wanted settings, valid, what ChangeDetected names)
+        type Case<'a> = (&'a [(&'a str, IntOrString)], bool, Option<&'a str>);
+        let cases: &[Case] = &[
+            (&[], true, None),
+            (&[("NumCores", IntOrString::Int(8))], true, None),
+            (
+                &[("NumCores", IntOrString::Int(16))],
+                true,
+                Some("NumCores differ"),
+            ),
+            (
+                &[("ProcTurboMode", IntOrString::String("Disabled".into()))],
+                true,
+                Some("ProcTurboMode differ"),
+            ),
+            (
+                &[("NumCores", IntOrString::Int(99))],
+                false,
+                Some("NumCores"),
+            ),
+            (&[("Warp", IntOrString::Int(9))], false, Some("Warp")),
+        ];
+        for (wanted, valid, change) in cases {
+            let h = hfs(wanted);
+            let st = decide_status(&h, current(), Some(("schema-1", &s)), now);
+            assert_eq!(cond(&st, VALID).0 == "True", *valid, "{wanted:?}: {st:?}");
+            let (changed, _, message) = cond(&st, CHANGE_DETECTED);
+            match change {
+                Some(what) => {
+                    assert_eq!(changed, "True", "{wanted:?}");
+                    assert!(message.contains(what), "{message}");
+                    assert!(message.contains("does not apply"), "{message}");
+                }
+                None => assert_eq!(changed, "False", "{wanted:?}"),
+            }
+            assert_eq!(st.settings, current());
+            assert_eq!(st.firmware_schema.as_ref().unwrap().name, "schema-1");
+            assert!(
+                st.conditions
+                    .iter()
+                    .all(|c| c.observed_generation == Some(3))
+            );
+        }
+        let invalid = decide_status(
+            &hfs(&[("NumCores", IntOrString::Int(99))]),
+            current(),
+            Some(("schema-1", &s)),
+            now,
+        );
+        assert_eq!(
+            cond(&invalid, VALID).2,
+            "Setting NumCores is invalid, integer 99 is above maximum value 64"
+        );
+    }
+
+    #[test]
+    fn without_a_registry_only_known_attributes_pass() {
+        let now = "2026-11-27T00:00:00Z";
+        let st = decide_status(
+            &hfs(&[("NumCores", IntOrString::Int(99))]),
+            current(),
+            None,
+            now,
+        );
+        assert_eq!(cond(&st, VALID).0, "True");
+        assert!(st.firmware_schema.is_none());
+        let st = decide_status(&hfs(&[("Warp", IntOrString::Int(1))]), current(), None, now);
+        assert_eq!(cond(&st, VALID).0, "False");
+    }
+
+    #[test]
+    fn equal_registries_share_a_schema_name() {
+        assert_eq!(schema_name(&schema()), schema_name(&schema()));
+        let mut other = schema();
+        other.remove("NumCores");
+        assert_ne!(schema_name(&schema()), schema_name(&other));
+        assert!(schema_name(&schema()).starts_with("schema-"));
+    }
+
+    #[test]
+    fn values_are_kept_as_strings_and_passwords_left_out() {
+        let attrs = BTreeMap::from([
+            ("A".to_string(), json!("x")),
+            ("B".to_string(), json!(8)),
+            ("C".to_string(), json!(true)),
+            ("P".to_string(), Value::Null),
+        ]);
+        let s = as_settings(&attrs);
+        assert_eq!(s.len(), 3);
+        assert_eq!(s["B"], "8");
+        assert_eq!(s["C"], "true");
+    }
+}
