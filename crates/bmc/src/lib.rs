@@ -82,6 +82,13 @@ pub trait Bmc: Send + Sync {
             what: "BIOS settings".into(),
         })
     }
+    /// The BIOS and BMC firmware versions.
+    async fn firmware_versions(&self) -> Result<FirmwareVersions, BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "firmware versions".into(),
+        })
+    }
     /// Ends any session the client holds; basic-auth clients have nothing to do.
     async fn logout(&self) -> Result<(), BmcError> {
         Ok(())

@@ -310,3 +310,14 @@ pub struct BiosAttribute {
     pub max_length: Option<i64>,
     pub read_only: bool,
 }
+
+/// Firmware versions a BMC reports: the system's BIOS (`BiosVersion`) and the BMC's own
+/// (`Manager.FirmwareVersion`), as Ironic's redfish firmware interface reads them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FirmwareVersions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bios: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bmc: Option<String>,
+}

@@ -23,9 +23,8 @@ use ferrometal_api::firmware::{
     SchemaReference, SettingSchema, validate_settings,
 };
 use ferrometal_api::{BareMetalHost, ProvisioningState};
-use ferrometal_bmc::{Bios, BmcAddress, BmcOptions, Credentials};
+use ferrometal_bmc::Bios;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -55,8 +54,8 @@ pub struct FirmwareContext {
 pub enum Error {
     #[error("writing HostFirmwareSettings {0}: {1}")]
     Write(String, kube::Error),
-    #[error("reading Secret {0}: {1}")]
-    Secret(String, kube::Error),
+    #[error("reading a BMC credentials Secret: {0}")]
+    Secret(kube::Error),
 }
 
 /// The settings as metal3 keeps them: every value a string; passwords (null) left out.
@@ -198,7 +197,7 @@ pub fn decide_status(
 }
 
 /// A host whose BMC answers for it: registered, not being deleted.
-fn readable(host: &BareMetalHost) -> bool {
+pub(crate) fn readable(host: &BareMetalHost) -> bool {
     use ProvisioningState as S;
     let state = host
         .status
@@ -216,44 +215,15 @@ async fn read_bios(
     ctx: &FirmwareContext,
     host: &BareMetalHost,
 ) -> Result<Result<Bios, String>, Error> {
-    let Some(bmc) = host.spec.bmc.as_ref() else {
-        return Ok(Err("the host has no BMC".into()));
-    };
-    let address = match BmcAddress::parse(&bmc.address) {
-        Ok(a) => a,
-        Err(e) => return Ok(Err(format!("spec.bmc.address: {e}"))),
-    };
-    let ns = host.namespace_or_default();
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-    let Some(secret) = secrets
-        .get_opt(&bmc.credentials_name)
+    let (bmc, key) = match crate::host_bmc::connect(&ctx.client, host, BMC_TIMEOUT)
         .await
-        .map_err(|e| Error::Secret(bmc.credentials_name.clone(), e))?
-    else {
-        return Ok(Err(format!(
-            "the BMC credentials Secret {} is missing",
-            bmc.credentials_name
-        )));
-    };
-    let c = crate::secrets::credentials_of(&secret);
-    let (Some(user), Some(password)) = (c.username, c.password) else {
-        return Ok(Err(format!(
-            "the BMC credentials Secret {} needs username and password",
-            bmc.credentials_name
-        )));
-    };
-    let options = BmcOptions {
-        timeout: BMC_TIMEOUT,
-        disable_certificate_verification: bmc.disable_certificate_verification,
-        ..BmcOptions::default()
-    };
-    let client = match ferrometal_bmc::connect(&address, Credentials::new(user, password), options)
+        .map_err(Error::Secret)?
     {
-        Ok(c) => c,
-        Err(e) => return Ok(Err(e.to_string())),
+        Ok(connected) => connected,
+        Err(why) => return Ok(Err(why)),
     };
-    let read = ctx.gate.run(&BmcGate::key(&address), client.bios()).await;
-    let _ = client.logout().await;
+    let read = ctx.gate.run(&key, bmc.bios()).await;
+    let _ = bmc.logout().await;
     Ok(read.map_err(|e| e.to_string()))
 }
 

@@ -1,4 +1,5 @@
-//! metal3 kinds ferrometal serves and stores but does not act on yet (firmware updates, data images, BMC event subscriptions, preprovisioning images, switches). metal3
+//! metal3 kinds ferrometal serves and stores but does not act on yet (update policies, data
+//! images, BMC event subscriptions, preprovisioning images, switches). metal3
 //! users' YAML applies unchanged; rather than let such an object sit as if something were
 //! happening, this controller says in its status that nothing will: condition
 //! `ferrometal.io/NotActedOn` (True, at the object's generation), and for
@@ -44,10 +45,6 @@ pub fn kept_kinds() -> Vec<KeptKind> {
         }
     }
     vec![
-        kind::<firmware::HostFirmwareComponents>(
-            "ferrometal stores HostFirmwareComponents but does not read firmware versions or \
-             update firmware yet: nothing is sent to the BMC",
-        ),
         kind::<firmware::HostUpdatePolicy>(
             "ferrometal stores HostUpdatePolicy but does not service provisioned hosts yet",
         ),

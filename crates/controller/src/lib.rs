@@ -29,11 +29,12 @@
 //! The controllers — [`host`] (BareMetalHost and its HardwareData), [`job`] (BMCJob),
 //! [`claim`] (HostClaim), [`remote`] (HostClaims served by another cluster), [`rufio`]
 //! (Tinkerbell Rufio's Machine, Job and Task), [`firmware_settings`] (HostFirmwareSettings:
-//! the BIOS read and the wanted settings validated) and [`kept_kinds`] (the metal3 kinds stored
+//! the BIOS read and the wanted settings validated), [`firmware_components`]
+//! (HostFirmwareComponents: the firmware versions read, the wanted updates validated) and [`kept_kinds`] (the metal3 kinds stored
 //! but not acted on, which it says in their status) — never import one another, so each can be read,
 //! tested and changed on its own. What two of them share lives below them: [`error`],
 //! [`events`], [`config`], [`context`] (what hosts and BMCJobs share), [`conditions`],
-//! [`secrets`] and [`host_info`] (reaching a host's BMC), [`forwarding`] (what a claim passes
+//! [`secrets`], [`host_info`] and [`host_bmc`] (reaching a host's BMC), [`forwarding`] (what a claim passes
 //! on), [`hardware_data`], [`merge_patch`], [`metrics`](mod@metrics), [`bmc_gate`], [`detached`],
 //! [`remote_servers`] and [`shared_watch`] (one watch per kind, which [`run`] opens and hands to
 //! every controller).
@@ -46,10 +47,12 @@ pub mod context;
 pub mod detached;
 pub mod error;
 pub mod events;
+pub mod firmware_components;
 pub mod firmware_settings;
 pub mod forwarding;
 pub mod hardware_data;
 pub mod host;
+pub mod host_bmc;
 pub mod host_info;
 pub mod job;
 pub mod kept_kinds;
@@ -149,6 +152,7 @@ pub async fn run(
         claims: claim_watch.subscribe(),
     };
     let firmware_hosts = host_watch.subscribe();
+    let component_hosts = host_watch.subscribe();
     let remote_watches = remote::Watches {
         claims: claim_watch.subscribe(),
         secrets: secret_watch.events(),
@@ -243,8 +247,25 @@ pub async fn run(
         firmware_hosts,
         shutdown.clone(),
     );
-    let (hosts, claims, remote_claims, (), (), (), ()) =
-        tokio::join!(hosts, claims, remote_claims, rufio, kept, firmware, watches);
+    let components = firmware_components::run(
+        Arc::new(firmware_components::ComponentsContext {
+            client: client.clone(),
+            gate: gate.clone(),
+            hosts: component_hosts.store.clone(),
+        }),
+        component_hosts,
+        shutdown.clone(),
+    );
+    let (hosts, claims, remote_claims, (), (), (), (), ()) = tokio::join!(
+        hosts,
+        claims,
+        remote_claims,
+        rufio,
+        kept,
+        firmware,
+        components,
+        watches
+    );
     hosts.and(claims).and(remote_claims)
 }
 

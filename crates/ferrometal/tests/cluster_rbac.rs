@@ -255,14 +255,14 @@ const METAL3_KINDS: &str = concat!(
 
 /// Whether every object of the fixture that has a status carries the controller's condition.
 fn all_kept_marked(s: &Serve) -> bool {
-    let kinds = "hostfirmwarecomponents,hostupdatepolicies,dataimages,preprovisioningimages,\
-                 bmceventsubscriptions,baremetalswitches,hostnetworkattachments";
+    let kinds = "hostupdatepolicies,dataimages,preprovisioningimages,bmceventsubscriptions,\
+                 baremetalswitches,hostnetworkattachments";
     let o = s.kubectl(&["get", kinds, "-n", "default", "-o", "json"]);
     let Ok(list) = serde_json::from_slice::<Value>(&o.stdout) else {
         return false;
     };
     let items = list["items"].as_array().cloned().unwrap_or_default();
-    items.len() == 7
+    items.len() == 6
         && items.iter().all(|i| {
             i["status"]["conditions"]
                 .as_array()
@@ -326,20 +326,35 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
             None,
         ),
         (
-            "h0's BIOS read into its HostFirmwareSettings and a FirmwareSchema",
+            "h0's BIOS and firmware versions read (HostFirmwareSettings, a FirmwareSchema, \
+             HostFirmwareComponents)",
             Box::new(|| {
                 let o = s.kubectl(&["get", "hfs", "h0", "-n", "default", "-o", "json"]);
-                serde_json::from_slice::<Value>(&o.stdout).is_ok_and(|h| {
+                let settings = serde_json::from_slice::<Value>(&o.stdout).is_ok_and(|h| {
                     h["status"]["schema"]["name"].is_string()
                         && h["status"]["settings"]["ProcTurboMode"].is_string()
-                })
+                });
+                let o = s.kubectl(&[
+                    "get",
+                    "hostfirmwarecomponents",
+                    "h0",
+                    "-n",
+                    "default",
+                    "-o",
+                    "json",
+                ]);
+                let components = serde_json::from_slice::<Value>(&o.stdout)
+                    .is_ok_and(|h| h["status"]["components"].is_array());
+                settings && components
             }),
             Some(Box::new(|| {
                 s.kubectl_stdin(
                     &["apply", "-f", "-"],
                     Some(
                         "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareSettings\n\
-                         metadata: {name: h0, namespace: default}\nspec: {settings: {}}\n",
+                         metadata: {name: h0, namespace: default}\nspec: {settings: {}}\n---\n\
+                         apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareComponents\n\
+                         metadata: {name: h0, namespace: default}\nspec: {updates: []}\n",
                     ),
                 );
                 true

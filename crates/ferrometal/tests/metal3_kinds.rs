@@ -14,8 +14,7 @@ const KINDS: &str = concat!(
 );
 
 /// The kinds of the fixture ferrometal keeps without acting on them, by plural.
-const KEPT: [&str; 7] = [
-    "hostfirmwarecomponents",
+const KEPT: [&str; 6] = [
     "hostupdatepolicies",
     "dataimages",
     "preprovisioningimages",
@@ -324,6 +323,59 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
     );
     assert_eq!(schema["spec"]["schema"]["SerialNumber"]["read_only"], true);
     assert_eq!(schema["spec"]["schema"]["NumCores"]["upper_bound"], 64);
+
+    // Firmware versions: the BIOS's and the BMC's, first seen kept as initial; an update asked
+    // for is detected and said not to be applied; a component metal3 refuses is invalid.
+    let hfc_yaml = "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareComponents\n\
+                    metadata: {name: node-0, namespace: infra}\n\
+                    spec: {updates: [{component: bios, url: 'http://fw.example/bios-2.bin'}]}\n";
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(hfc_yaml));
+    assert!(out.status.success(), "{}", output_text(&out));
+    let hfc = || {
+        s.json(&[
+            "get",
+            "hostfirmwarecomponents",
+            "node-0",
+            "-n",
+            "infra",
+            "-o",
+            "json",
+        ])
+    };
+    s.wait("the firmware versions read", || {
+        hfc()["status"]["components"]
+            .as_array()
+            .is_some_and(|c| c.len() == 2)
+    });
+    let got = hfc();
+    let components = got["status"]["components"].as_array().unwrap();
+    let bios = components
+        .iter()
+        .find(|c| c["component"] == "bios")
+        .unwrap();
+    assert_eq!(bios["initialVersion"], "FM-BIOS-1.0.0");
+    assert_eq!(bios["currentVersion"], "FM-BIOS-1.0.0");
+    let bmc = components.iter().find(|c| c["component"] == "bmc").unwrap();
+    assert_eq!(bmc["currentVersion"], "1.0.0-emulated");
+    assert_eq!(condition(&got, "Valid").unwrap().0, "True");
+    let (changed, why) = condition(&got, "ChangeDetected").unwrap();
+    assert_eq!(changed, "True");
+    assert!(why.contains("does not update firmware yet"), "{why}");
+    s.ok(&[
+        "patch",
+        "hostfirmwarecomponents",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"updates":[{"component":"raid","url":"http://fw.example/r.bin"}]}}"#,
+    ]);
+    s.wait("the invalid component refused", || {
+        condition(&hfc(), "Valid")
+            .is_some_and(|(st, why)| st == "False" && why.contains("component raid is invalid"))
+    });
 
     // An invalid value: Valid=False naming it; nothing reaches the BMC.
     s.ok(&[

@@ -1,4 +1,4 @@
-//! BIOS settings over Redfish: the system's `Bios` resource (current attributes), its
+//! BIOS settings and firmware versions over Redfish: the system's `Bios` resource (current attributes), its
 //! `@Redfish.Settings` object (pending attributes, the one to PATCH), and the attribute
 //! registry the `Bios` names, found through `/redfish/v1/Registries`. A BMC without a registry
 //! (sushy-tools) still has its attributes read and written; nothing is validated against a
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::client::RedfishBmc;
 use crate::error::BmcError;
-use crate::types::{Bios, BiosAttribute};
+use crate::types::{Bios, BiosAttribute, FirmwareVersions};
 
 /// Registries a BMC lists are bounded, as everything it sends: far more than any server has.
 const MAX_REGISTRY_FILES: usize = 256;
@@ -49,6 +49,25 @@ impl RedfishBmc {
             pending,
             registry_name,
             registry,
+        })
+    }
+
+    /// `BiosVersion` of the system and `FirmwareVersion` of the manager that manages it.
+    pub(super) async fn read_firmware_versions(&self) -> Result<FirmwareVersions, BmcError> {
+        let system = self.get_system().await?;
+        let bmc = match system["Links"]["ManagedBy"]
+            .as_array()
+            .and_then(|a| a.first())
+            .and_then(|m| m["@odata.id"].as_str())
+        {
+            Some(manager) => self.transport.get(manager).await?["FirmwareVersion"]
+                .as_str()
+                .map(String::from),
+            None => None,
+        };
+        Ok(FirmwareVersions {
+            bios: system["BiosVersion"].as_str().map(String::from),
+            bmc,
         })
     }
 

@@ -227,6 +227,10 @@ impl Bmc for RedfishBmc {
         self.stage_bios(changes).await
     }
 
+    async fn firmware_versions(&self) -> Result<crate::FirmwareVersions, BmcError> {
+        self.read_firmware_versions().await
+    }
+
     async fn inventory(&self) -> Result<Inventory, BmcError> {
         let system = if self.expand_supported().await {
             let path = self.system_path().await?;

@@ -1,0 +1,315 @@
+//! HostFirmwareComponents, as metal3 has them: the status lists the host's firmware
+//! components (`bios`, `bmc`) with the version first seen (`initialVersion`, kept) and the one
+//! the BMC reports now (`currentVersion`); `Valid` says whether the wanted updates name
+//! components metal3 accepts (`bmc`, `bios`, `nic:...`) with a URL, and `ChangeDetected`
+//! whether they differ from the updates last applied (`status.updates`).
+//!
+//! Reading is all this controller does: firmware updates (Redfish SimpleUpdate, in
+//! `preparing` or through servicing) are not implemented yet, and a detected change says so.
+//! Read when the object is created (named after its host, in the host's namespace), when its
+//! host changes and every ten minutes, through the per-BMC gate.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrometal_api::BareMetalHost;
+use ferrometal_api::firmware::{
+    FirmwareComponentStatus, HostFirmwareComponents, HostFirmwareComponentsStatus,
+};
+use ferrometal_bmc::FirmwareVersions;
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+
+use crate::bmc_gate::BmcGate;
+use crate::conditions::{self, set_condition};
+use crate::shared_watch::Watched;
+
+pub const VALID: &str = "Valid";
+pub const CHANGE_DETECTED: &str = "ChangeDetected";
+/// ferrometal's condition: False while the BMC's versions cannot be read, with the reason.
+pub const READ: &str = "ferrometal.io/VersionsRead";
+const REFRESH: Duration = Duration::from_secs(600);
+const BMC_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub struct ComponentsContext {
+    pub client: kube::Client,
+    pub gate: Arc<BmcGate>,
+    pub hosts: Store<BareMetalHost>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("writing HostFirmwareComponents {0}: {1}")]
+    Write(String, kube::Error),
+    #[error("reading a BMC credentials Secret: {0}")]
+    Secret(kube::Error),
+}
+
+/// metal3's rule for the components an update may name.
+fn invalid_component(name: &str) -> bool {
+    !(name == "bmc" || name == "bios" || name.starts_with("nic:"))
+}
+
+/// The status after a read: each component's versions (the first one seen kept as
+/// `initialVersion`), and the two conditions from the wanted updates.
+pub fn decide_status(
+    hfc: &HostFirmwareComponents,
+    versions: &FirmwareVersions,
+    now: &str,
+) -> HostFirmwareComponentsStatus {
+    let mut status = hfc.status.clone().unwrap_or_default();
+    let generation = hfc.metadata.generation;
+    let before = status.components.clone();
+    for (component, version) in [("bios", &versions.bios), ("bmc", &versions.bmc)] {
+        let Some(version) = version else { continue };
+        match status
+            .components
+            .iter_mut()
+            .find(|c| c.component == component)
+        {
+            Some(c) => c.current_version = version.clone(),
+            None => status.components.push(FirmwareComponentStatus {
+                component: component.to_string(),
+                initial_version: version.clone(),
+                current_version: version.clone(),
+                ..Default::default()
+            }),
+        }
+    }
+    if status.components != before || status.last_updated.is_none() {
+        status.last_updated = Some(now.to_string());
+    }
+    let wanted = &hfc.spec.updates;
+    let problem = wanted.iter().find_map(|u| {
+        if invalid_component(&u.component) {
+            Some(format!(
+                "component {} is invalid, only 'bmc', 'bios', or names starting with 'nic:' \
+                 are allowed as update names",
+                u.component
+            ))
+        } else if u.url.is_empty() {
+            Some(format!("component {} has no url", u.component))
+        } else {
+            None
+        }
+    });
+    let (valid, reason, message) = match problem {
+        None => ("True", "OK", String::new()),
+        Some(why) => ("False", "ConfigurationError", why),
+    };
+    set_condition(
+        &mut status.conditions,
+        VALID,
+        valid,
+        reason,
+        &message,
+        now,
+        generation,
+    );
+    let changed = *wanted != status.updates;
+    let message = if changed {
+        "the wanted updates differ from those last applied; ferrometal does not update \
+         firmware yet"
+    } else {
+        ""
+    };
+    set_condition(
+        &mut status.conditions,
+        CHANGE_DETECTED,
+        if changed { "True" } else { "False" },
+        "OK",
+        message,
+        now,
+        generation,
+    );
+    set_condition(
+        &mut status.conditions,
+        READ,
+        "True",
+        "Read",
+        "",
+        now,
+        generation,
+    );
+    status
+}
+
+async fn read_versions(
+    ctx: &ComponentsContext,
+    host: &BareMetalHost,
+) -> Result<Result<FirmwareVersions, String>, Error> {
+    let (bmc, key) = match crate::host_bmc::connect(&ctx.client, host, BMC_TIMEOUT)
+        .await
+        .map_err(Error::Secret)?
+    {
+        Ok(connected) => connected,
+        Err(why) => return Ok(Err(why)),
+    };
+    let read = ctx.gate.run(&key, bmc.firmware_versions()).await;
+    let _ = bmc.logout().await;
+    Ok(read.map_err(|e| e.to_string()))
+}
+
+async fn reconcile(
+    hfc: Arc<HostFirmwareComponents>,
+    ctx: Arc<ComponentsContext>,
+) -> Result<Action, Error> {
+    let ns = hfc.namespace().unwrap_or_default();
+    let name = hfc.name_any();
+    let Some(host) = ctx.hosts.get(&ObjectRef::new(&name).within(&ns)) else {
+        return Ok(Action::await_change());
+    };
+    if !crate::firmware_settings::readable(&host) {
+        return Ok(Action::await_change());
+    }
+    let now = conditions::now();
+    let status = match read_versions(&ctx, &host).await? {
+        Ok(versions) => decide_status(&hfc, &versions, &now),
+        Err(why) => {
+            let mut status = hfc.status.clone().unwrap_or_default();
+            set_condition(
+                &mut status.conditions,
+                READ,
+                "False",
+                "ReadFailed",
+                &why,
+                &now,
+                hfc.metadata.generation,
+            );
+            status
+        }
+    };
+    if Some(&status) != hfc.status.as_ref() {
+        let api: Api<HostFirmwareComponents> = Api::namespaced(ctx.client.clone(), &ns);
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .map_err(|e| Error::Write(name.clone(), e))?;
+    }
+    Ok(Action::requeue(REFRESH))
+}
+
+fn error_policy(
+    _hfc: Arc<HostFirmwareComponents>,
+    error: &Error,
+    _ctx: Arc<ComponentsContext>,
+) -> Action {
+    tracing::debug!(%error, "firmware components");
+    Action::requeue(Duration::from_secs(10))
+}
+
+/// Runs the HostFirmwareComponents controller until `shutdown` resolves; `hosts` wakes the
+/// components of a host that changed.
+pub async fn run(
+    ctx: Arc<ComponentsContext>,
+    hosts: Watched<BareMetalHost>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let api: Api<HostFirmwareComponents> = Api::all(ctx.client.clone());
+    Controller::new(api, watcher::Config::default())
+        .watches_stream(hosts.events.touched_objects(), |host: BareMetalHost| {
+            let ns = host.namespace()?;
+            Some(ObjectRef::new(&host.name_any()).within(&ns))
+        })
+        .with_config(Config::default().concurrency(4))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrometal_api::firmware::{FirmwareUpdate, HostFirmwareComponentsSpec};
+
+    fn hfc(
+        updates: &[(&str, &str)],
+        status: Option<HostFirmwareComponentsStatus>,
+    ) -> HostFirmwareComponents {
+        let mut h = HostFirmwareComponents::new(
+            "node-a",
+            HostFirmwareComponentsSpec {
+                updates: updates
+                    .iter()
+                    .map(|(c, u)| FirmwareUpdate {
+                        component: c.to_string(),
+                        url: u.to_string(),
+                    })
+                    .collect(),
+            },
+        );
+        h.metadata.generation = Some(2);
+        h.status = status;
+        h
+    }
+
+    fn versions(bios: &str, bmc: &str) -> FirmwareVersions {
+        FirmwareVersions {
+            bios: Some(bios.into()),
+            bmc: Some(bmc.into()),
+        }
+    }
+
+    fn cond<'a>(s: &'a HostFirmwareComponentsStatus, t: &str) -> (&'a str, &'a str) {
+        let c = s.conditions.iter().find(|c| c.type_ == t).unwrap();
+        (c.status.as_str(), c.message.as_str())
+    }
+
+    #[test]
+    fn the_first_version_seen_is_kept_as_initial() {
+        let now = "2026-11-27T00:00:00Z";
+        let first = decide_status(&hfc(&[], None), &versions("1.0", "2.0"), now);
+        let bios = &first.components[0];
+        assert_eq!(
+            (bios.component.as_str(), bios.initial_version.as_str()),
+            ("bios", "1.0")
+        );
+        assert_eq!(first.components[1].current_version, "2.0");
+        let later = decide_status(
+            &hfc(&[], Some(first)),
+            &versions("1.1", "2.0"),
+            "2026-11-28T00:00:00Z",
+        );
+        assert_eq!(later.components[0].initial_version, "1.0");
+        assert_eq!(later.components[0].current_version, "1.1");
+        assert_eq!(later.last_updated.as_deref(), Some("2026-11-28T00:00:00Z"));
+        assert_eq!(cond(&later, CHANGE_DETECTED).0, "False");
+    }
+
+    #[test]
+    fn updates_are_checked_as_metal3_checks_them() {
+        let now = "2026-11-27T00:00:00Z";
+        // (updates as (component, url), Valid, ChangeDetected)
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a str);
+        let cases: &[Case] = &[
+            (&[("bios", "http://fw/bios.bin")], "True", "True"),
+            (&[("nic:NIC.1", "http://fw/nic.bin")], "True", "True"),
+            (&[("raid", "http://fw/raid.bin")], "False", "True"),
+            (&[("bmc", "")], "False", "True"),
+            (&[], "True", "False"),
+        ];
+        for (updates, valid, changed) in cases {
+            let st = decide_status(&hfc(updates, None), &versions("1", "2"), now);
+            assert_eq!(cond(&st, VALID).0, *valid, "{updates:?}");
+            assert_eq!(cond(&st, CHANGE_DETECTED).0, *changed, "{updates:?}");
+        }
+        let st = decide_status(&hfc(&[("raid", "u")], None), &versions("1", "2"), now);
+        assert!(cond(&st, VALID).1.contains("component raid is invalid"));
+        let st = decide_status(&hfc(&[("bios", "u")], None), &versions("1", "2"), now);
+        assert!(
+            cond(&st, CHANGE_DETECTED)
+                .1
+                .contains("does not update firmware yet")
+        );
+    }
+}

@@ -1,0 +1,53 @@
+//! A direct connection to a host's BMC for controllers that only read from it (firmware
+//! settings and versions): the address and credentials Secret of the BareMetalHost, with a
+//! bounded timeout; the key of the per-BMC gate the reads go through.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferrometal_api::BareMetalHost;
+use ferrometal_bmc::{Bmc, BmcAddress, BmcOptions, Credentials};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+
+use crate::bmc_gate::BmcGate;
+
+/// Connects to `host`'s BMC. The outer error is the API's (retry); the inner one says, in
+/// words fit for a condition, why the host's BMC cannot be reached as configured.
+pub async fn connect(
+    client: &kube::Client,
+    host: &BareMetalHost,
+    timeout: Duration,
+) -> Result<Result<(Arc<dyn Bmc>, String), String>, kube::Error> {
+    let Some(bmc) = host.spec.bmc.as_ref().filter(|b| !b.address.is_empty()) else {
+        return Ok(Err("the host has no BMC".into()));
+    };
+    let address = match BmcAddress::parse(&bmc.address) {
+        Ok(a) => a,
+        Err(e) => return Ok(Err(format!("spec.bmc.address: {e}"))),
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), host.namespace_or_default());
+    let Some(secret) = secrets.get_opt(&bmc.credentials_name).await? else {
+        return Ok(Err(format!(
+            "the BMC credentials Secret {} is missing",
+            bmc.credentials_name
+        )));
+    };
+    let c = crate::secrets::credentials_of(&secret);
+    let (Some(user), Some(password)) = (c.username, c.password) else {
+        return Ok(Err(format!(
+            "the BMC credentials Secret {} needs username and password",
+            bmc.credentials_name
+        )));
+    };
+    let options = BmcOptions {
+        timeout,
+        disable_certificate_verification: bmc.disable_certificate_verification,
+        ..BmcOptions::default()
+    };
+    Ok(
+        ferrometal_bmc::connect(&address, Credentials::new(user, password), options)
+            .map(|b| (b, BmcGate::key(&address)))
+            .map_err(|e| e.to_string()),
+    )
+}
