@@ -22,12 +22,12 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
-use crate::bmc_gate::BmcGate;
 use crate::conditions::{self, set_condition};
+use crate::host_bmc::{self, ReadContext, ReadError};
 use crate::shared_watch::Watched;
 
 pub const VALID: &str = "Valid";
@@ -36,20 +36,6 @@ pub const CHANGE_DETECTED: &str = "ChangeDetected";
 pub const READ: &str = "ferrometal.io/VersionsRead";
 const REFRESH: Duration = Duration::from_secs(600);
 const BMC_TIMEOUT: Duration = Duration::from_secs(20);
-
-pub struct ComponentsContext {
-    pub client: kube::Client,
-    pub gate: Arc<BmcGate>,
-    pub hosts: Store<BareMetalHost>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("writing HostFirmwareComponents {0}: {1}")]
-    Write(String, kube::Error),
-    #[error("reading a BMC credentials Secret: {0}")]
-    Secret(kube::Error),
-}
 
 /// metal3's rule for the components an update may name.
 fn invalid_component(name: &str) -> bool {
@@ -140,26 +126,10 @@ pub fn decide_status(
     status
 }
 
-async fn read_versions(
-    ctx: &ComponentsContext,
-    host: &BareMetalHost,
-) -> Result<Result<FirmwareVersions, String>, Error> {
-    let (bmc, key) = match crate::host_bmc::connect(&ctx.client, host, BMC_TIMEOUT)
-        .await
-        .map_err(Error::Secret)?
-    {
-        Ok(connected) => connected,
-        Err(why) => return Ok(Err(why)),
-    };
-    let read = ctx.gate.run(&key, bmc.firmware_versions()).await;
-    let _ = bmc.logout().await;
-    Ok(read.map_err(|e| e.to_string()))
-}
-
 async fn reconcile(
     hfc: Arc<HostFirmwareComponents>,
-    ctx: Arc<ComponentsContext>,
-) -> Result<Action, Error> {
+    ctx: Arc<ReadContext>,
+) -> Result<Action, ReadError> {
     let ns = hfc.namespace().unwrap_or_default();
     let name = hfc.name_any();
     let Some(host) = ctx.hosts.get(&ObjectRef::new(&name).within(&ns)) else {
@@ -169,7 +139,11 @@ async fn reconcile(
         return Ok(Action::await_change());
     }
     let now = conditions::now();
-    let status = match read_versions(&ctx, &host).await? {
+    let status = match host_bmc::read(&ctx, &host, BMC_TIMEOUT, |bmc| async move {
+        bmc.firmware_versions().await
+    })
+    .await?
+    {
         Ok(versions) => decide_status(&hfc, &versions, &now),
         Err(why) => {
             let mut status = hfc.status.clone().unwrap_or_default();
@@ -193,15 +167,15 @@ async fn reconcile(
             &Patch::Merge(json!({ "status": status })),
         )
         .await
-        .map_err(|e| Error::Write(name.clone(), e))?;
+        .map_err(|e| ReadError::Write(name.clone(), e))?;
     }
     Ok(Action::requeue(REFRESH))
 }
 
 fn error_policy(
     _hfc: Arc<HostFirmwareComponents>,
-    error: &Error,
-    _ctx: Arc<ComponentsContext>,
+    error: &ReadError,
+    _ctx: Arc<ReadContext>,
 ) -> Action {
     tracing::debug!(%error, "firmware components");
     Action::requeue(Duration::from_secs(10))
@@ -210,16 +184,13 @@ fn error_policy(
 /// Runs the HostFirmwareComponents controller until `shutdown` resolves; `hosts` wakes the
 /// components of a host that changed.
 pub async fn run(
-    ctx: Arc<ComponentsContext>,
+    ctx: Arc<ReadContext>,
     hosts: Watched<BareMetalHost>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<HostFirmwareComponents> = Api::all(ctx.client.clone());
     Controller::new(api, watcher::Config::default())
-        .watches_stream(hosts.events.touched_objects(), |host: BareMetalHost| {
-            let ns = host.namespace()?;
-            Some(ObjectRef::new(&host.name_any()).within(&ns))
-        })
+        .watches_stream(hosts.events.touched_objects(), host_bmc::named_after)
         .with_config(Config::default().concurrency(4))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

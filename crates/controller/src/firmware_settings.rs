@@ -27,13 +27,13 @@ use ferrometal_bmc::Bios;
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::bmc_gate::BmcGate;
 use crate::conditions::{self, set_condition};
+use crate::host_bmc::{self, ReadContext, ReadError};
 use crate::shared_watch::Watched;
 
 pub const VALID: &str = "Valid";
@@ -43,20 +43,6 @@ pub const READ: &str = "ferrometal.io/SettingsRead";
 const FIELD_MANAGER: &str = "ferrometal-controller";
 const REFRESH: Duration = Duration::from_secs(600);
 const BMC_TIMEOUT: Duration = Duration::from_secs(20);
-
-pub struct FirmwareContext {
-    pub client: kube::Client,
-    pub gate: Arc<BmcGate>,
-    pub hosts: Store<BareMetalHost>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("writing HostFirmwareSettings {0}: {1}")]
-    Write(String, kube::Error),
-    #[error("reading a BMC credentials Secret: {0}")]
-    Secret(kube::Error),
-}
 
 /// The settings as metal3 keeps them: every value a string; passwords (null) left out.
 fn as_settings(attributes: &BTreeMap<String, Value>) -> BTreeMap<String, String> {
@@ -211,26 +197,10 @@ pub(crate) fn readable(host: &BareMetalHost) -> bool {
         )
 }
 
-async fn read_bios(
-    ctx: &FirmwareContext,
-    host: &BareMetalHost,
-) -> Result<Result<Bios, String>, Error> {
-    let (bmc, key) = match crate::host_bmc::connect(&ctx.client, host, BMC_TIMEOUT)
-        .await
-        .map_err(Error::Secret)?
-    {
-        Ok(connected) => connected,
-        Err(why) => return Ok(Err(why)),
-    };
-    let read = ctx.gate.run(&key, bmc.bios()).await;
-    let _ = bmc.logout().await;
-    Ok(read.map_err(|e| e.to_string()))
-}
-
 async fn reconcile(
     hfs: Arc<HostFirmwareSettings>,
-    ctx: Arc<FirmwareContext>,
-) -> Result<Action, Error> {
+    ctx: Arc<ReadContext>,
+) -> Result<Action, ReadError> {
     let ns = hfs.namespace().unwrap_or_default();
     let name = hfs.name_any();
     let Some(host) = ctx.hosts.get(&ObjectRef::new(&name).within(&ns)) else {
@@ -241,7 +211,14 @@ async fn reconcile(
         return Ok(Action::await_change());
     }
     let now = conditions::now();
-    let status = match read_bios(&ctx, &host).await? {
+    let status = match host_bmc::read(
+        &ctx,
+        &host,
+        BMC_TIMEOUT,
+        |bmc| async move { bmc.bios().await },
+    )
+    .await?
+    {
         Ok(bios) => {
             let schema = as_schema(&bios);
             let schema_ref = if schema.is_empty() {
@@ -280,18 +257,18 @@ async fn reconcile(
             &Patch::Merge(json!({ "status": status })),
         )
         .await
-        .map_err(|e| Error::Write(name.clone(), e))?;
+        .map_err(|e| ReadError::Write(name.clone(), e))?;
     }
     Ok(Action::requeue(REFRESH))
 }
 
 async fn write_schema(
-    ctx: &FirmwareContext,
+    ctx: &ReadContext,
     ns: &str,
     name: &str,
     host: &BareMetalHost,
     schema: &BTreeMap<String, SettingSchema>,
-) -> Result<(), Error> {
+) -> Result<(), ReadError> {
     let vendor = host
         .status
         .as_ref()
@@ -317,14 +294,14 @@ async fn write_schema(
         &Patch::Apply(&fs),
     )
     .await
-    .map_err(|e| Error::Write(format!("FirmwareSchema {name}"), e))?;
+    .map_err(|e| ReadError::Write(format!("FirmwareSchema {name}"), e))?;
     Ok(())
 }
 
 fn error_policy(
     _hfs: Arc<HostFirmwareSettings>,
-    error: &Error,
-    _ctx: Arc<FirmwareContext>,
+    error: &ReadError,
+    _ctx: Arc<ReadContext>,
 ) -> Action {
     tracing::debug!(%error, "firmware settings");
     Action::requeue(Duration::from_secs(10))
@@ -333,16 +310,13 @@ fn error_policy(
 /// Runs the HostFirmwareSettings controller until `shutdown` resolves; `hosts` wakes the
 /// settings of a host that changed.
 pub async fn run(
-    ctx: Arc<FirmwareContext>,
+    ctx: Arc<ReadContext>,
     hosts: Watched<BareMetalHost>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<HostFirmwareSettings> = Api::all(ctx.client.clone());
     Controller::new(api, watcher::Config::default())
-        .watches_stream(hosts.events.touched_objects(), |host: BareMetalHost| {
-            let ns = host.namespace()?;
-            Some(ObjectRef::new(&host.name_any()).within(&ns))
-        })
+        .watches_stream(hosts.events.touched_objects(), host_bmc::named_after)
         .with_config(Config::default().concurrency(4))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

@@ -51,3 +51,54 @@ pub async fn connect(
             .map_err(|e| e.to_string()),
     )
 }
+
+/// What the read-only host controllers (firmware settings, firmware components) share.
+pub struct ReadContext {
+    pub client: kube::Client,
+    pub gate: Arc<BmcGate>,
+    /// The hosts this process runs.
+    pub hosts: kube::runtime::reflector::Store<BareMetalHost>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("writing {0}: {1}")]
+    Write(String, kube::Error),
+    #[error("reading a BMC credentials Secret: {0}")]
+    Secret(kube::Error),
+}
+
+/// Connects to `host`'s BMC and runs one read through the per-BMC gate, logging out after.
+/// The inner error, in words fit for a condition, is why the BMC could not be read.
+pub async fn read<T, F, Fut>(
+    ctx: &ReadContext,
+    host: &BareMetalHost,
+    timeout: Duration,
+    what: F,
+) -> Result<Result<T, String>, ReadError>
+where
+    F: FnOnce(Arc<dyn Bmc>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, ferrometal_bmc::BmcError>>,
+{
+    let (bmc, key) = match connect(&ctx.client, host, timeout)
+        .await
+        .map_err(ReadError::Secret)?
+    {
+        Ok(connected) => connected,
+        Err(why) => return Ok(Err(why)),
+    };
+    let read = ctx.gate.run(&key, what(bmc.clone())).await;
+    let _ = bmc.logout().await;
+    Ok(read.map_err(|e| e.to_string()))
+}
+
+/// The object named after `host`, in its namespace (how metal3 names a host's firmware
+/// objects).
+pub fn named_after<K>(host: BareMetalHost) -> Option<kube::runtime::reflector::ObjectRef<K>>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    use kube::ResourceExt;
+    let ns = host.namespace()?;
+    Some(kube::runtime::reflector::ObjectRef::new(&host.name_any()).within(&ns))
+}

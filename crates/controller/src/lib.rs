@@ -239,7 +239,7 @@ pub async fn run(
     );
     let kept = kept_kinds::run(client.clone(), shutdown.clone());
     let firmware = firmware_settings::run(
-        Arc::new(firmware_settings::FirmwareContext {
+        Arc::new(host_bmc::ReadContext {
             client: client.clone(),
             gate: gate.clone(),
             hosts: firmware_hosts.store.clone(),
@@ -248,7 +248,7 @@ pub async fn run(
         shutdown.clone(),
     );
     let components = firmware_components::run(
-        Arc::new(firmware_components::ComponentsContext {
+        Arc::new(host_bmc::ReadContext {
             client: client.clone(),
             gate: gate.clone(),
             hosts: component_hosts.store.clone(),
