@@ -135,7 +135,7 @@ async fn reconcile(
     let Some(host) = ctx.hosts.get(&ObjectRef::new(&name).within(&ns)) else {
         return Ok(Action::await_change());
     };
-    if !crate::firmware_settings::readable(&host) {
+    if !host_bmc::readable(&host) {
         return Ok(Action::await_change());
     }
     let now = conditions::now();

@@ -18,18 +18,18 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrometal_api::BareMetalHost;
 use ferrometal_api::firmware::{
     FirmwareSchema, FirmwareSchemaSpec, HostFirmwareSettings, HostFirmwareSettingsStatus,
     SchemaReference, SettingSchema, validate_settings,
 };
-use ferrometal_api::{BareMetalHost, ProvisioningState};
 use ferrometal_bmc::Bios;
 use futures::StreamExt;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::conditions::{self, set_condition};
@@ -182,21 +182,6 @@ pub fn decide_status(
     status
 }
 
-/// A host whose BMC answers for it: registered, not being deleted.
-pub(crate) fn readable(host: &BareMetalHost) -> bool {
-    use ProvisioningState as S;
-    let state = host
-        .status
-        .as_ref()
-        .map(|s| s.provisioning.state)
-        .unwrap_or_default();
-    host.meta().deletion_timestamp.is_none()
-        && !matches!(
-            state,
-            S::None | S::Unmanaged | S::Registering | S::Deleting | S::PoweringOffBeforeDelete
-        )
-}
-
 async fn reconcile(
     hfs: Arc<HostFirmwareSettings>,
     ctx: Arc<ReadContext>,
@@ -207,7 +192,7 @@ async fn reconcile(
         // Another shard's host, or none yet: its events bring this back.
         return Ok(Action::await_change());
     };
-    if !readable(&host) {
+    if !host_bmc::readable(&host) {
         return Ok(Action::await_change());
     }
     let now = conditions::now();

@@ -102,3 +102,18 @@ where
     let ns = host.namespace()?;
     Some(kube::runtime::reflector::ObjectRef::new(&host.name_any()).within(&ns))
 }
+
+/// A host whose BMC answers for it: registered, not being deleted.
+pub fn readable(host: &BareMetalHost) -> bool {
+    use ferrometal_api::ProvisioningState as S;
+    let state = host
+        .status
+        .as_ref()
+        .map(|s| s.provisioning.state)
+        .unwrap_or_default();
+    host.metadata.deletion_timestamp.is_none()
+        && !matches!(
+            state,
+            S::None | S::Unmanaged | S::Registering | S::Deleting | S::PoweringOffBeforeDelete
+        )
+}
