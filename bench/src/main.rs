@@ -199,9 +199,6 @@ enum Scenario {
         #[arg(long, default_value_t = 1800)]
         timeout: u64,
     },
-    /// Ironic with its agent ramdisk (IPA) against ferrometal's deploy agent on N lab VMs each
-    /// (needs root), one stack after the other: apply -> available, a raw and a qcow2 image of
-    /// `--image-mib` MiB to OS booted, deprovisioning, BMC requests, peak RSS of each stack.
     /// The web console with a large fleet in headless Chromium: first paint, update latency.
     Console {
         #[arg(long, default_value_t = 10000)]
@@ -213,6 +210,9 @@ enum Scenario {
         #[arg(long, default_value_t = 1000)]
         burst: usize,
     },
+    /// Ironic with its agent ramdisk (IPA) against ferrometal's deploy agent on N lab VMs each
+    /// (needs root), one stack after the other: apply -> available, a raw and a qcow2 image of
+    /// `--image-mib` MiB to OS booted, deprovisioning, BMC requests, peak RSS of each stack.
     VsIronicDeploy {
         #[arg(long, default_value_t = 4)]
         vms: usize,
