@@ -196,6 +196,19 @@ pub struct HostUpdatePolicyStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// metal3's conditions on HostFirmwareSettings and HostFirmwareComponents: the wanted
+/// settings or updates are valid, and differ from what the host has.
+pub const VALID: &str = "Valid";
+pub const CHANGE_DETECTED: &str = "ChangeDetected";
+
+/// A wanted setting as text, the way the BMC's values are kept in `status.settings`.
+pub fn wanted_text(value: &IntOrString) -> String {
+    match value {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::String(s) => s.clone(),
+    }
+}
+
 impl SettingSchema {
     /// Checks a wanted value against this attribute, with metal3's rules and messages: a
     /// read-only or password attribute is never set; an enumeration takes one of its values,

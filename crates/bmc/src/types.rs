@@ -311,6 +311,49 @@ pub struct BiosAttribute {
     pub read_only: bool,
 }
 
+/// A BIOS value as text, as metal3 keeps settings (`None` for a password the BMC hides).
+pub fn setting_text(value: &serde_json::Value) -> Option<String> {
+    match value {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+impl Bios {
+    /// The current value of `name` as text (see [`setting_text`]).
+    pub fn current_text(&self, name: &str) -> Option<String> {
+        self.attributes.get(name).and_then(setting_text)
+    }
+
+    /// The pending value of `name` as text.
+    pub fn pending_text(&self, name: &str) -> Option<String> {
+        self.pending.get(name).and_then(setting_text)
+    }
+
+    /// `text` as the JSON type the BMC wants for `name`: its registry's type, else the type of
+    /// the value it reports now, else a string.
+    pub fn typed_value(&self, name: &str, text: &str) -> serde_json::Value {
+        use serde_json::Value;
+        let kind = self
+            .registry
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| a.kind.as_str());
+        let integer = || text.parse::<i64>().ok().map(Value::from);
+        let boolean = || text.parse::<bool>().ok().map(Value::Bool);
+        let typed = match (kind, self.attributes.get(name)) {
+            (Some("Integer"), _) => integer(),
+            (Some("Boolean"), _) => boolean(),
+            (Some(_), _) => None,
+            (None, Some(Value::Number(_))) => integer(),
+            (None, Some(Value::Bool(_))) => boolean(),
+            (None, _) => None,
+        };
+        typed.unwrap_or_else(|| Value::String(text.to_string()))
+    }
+}
+
 /// Firmware versions a BMC reports: the system's BIOS (`BiosVersion`) and the BMC's own
 /// (`Manager.FirmwareVersion`), as Ironic's redfish firmware interface reads them.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -320,4 +363,31 @@ pub struct FirmwareVersions {
     pub bios: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bmc: Option<String>,
+}
+
+#[cfg(test)]
+mod bios_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_are_typed_by_the_registry_then_by_what_the_bmc_reports() {
+        let mut bios = Bios::default();
+        bios.attributes.insert("Cores".into(), json!(8));
+        bios.attributes.insert("Ht".into(), json!(true));
+        bios.attributes.insert("Mode".into(), json!("Uefi"));
+        assert_eq!(bios.typed_value("Cores", "16"), json!(16));
+        assert_eq!(bios.typed_value("Ht", "false"), json!(false));
+        assert_eq!(bios.typed_value("Mode", "Bios"), json!("Bios"));
+        // A value that is not of the attribute's type stays text; the BMC names the error.
+        assert_eq!(bios.typed_value("Cores", "many"), json!("many"));
+        bios.registry.push(BiosAttribute {
+            name: "Cores".into(),
+            kind: "String".into(),
+            ..Default::default()
+        });
+        assert_eq!(bios.typed_value("Cores", "16"), json!("16"));
+        assert_eq!(bios.current_text("Cores").as_deref(), Some("8"));
+        assert_eq!(setting_text(&json!(null)), None);
+    }
 }

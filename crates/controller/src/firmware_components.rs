@@ -30,8 +30,7 @@ use crate::conditions::{self, set_condition};
 use crate::host_bmc::{self, ReadContext, ReadError};
 use crate::shared_watch::Watched;
 
-pub const VALID: &str = "Valid";
-pub const CHANGE_DETECTED: &str = "ChangeDetected";
+pub use ferrometal_api::firmware::{CHANGE_DETECTED, VALID};
 /// ferrometal's condition: False while the BMC's versions cannot be read, with the reason.
 pub const READ: &str = "ferrometal.io/VersionsRead";
 const REFRESH: Duration = Duration::from_secs(600);

@@ -21,23 +21,22 @@ use std::time::Duration;
 use ferrometal_api::BareMetalHost;
 use ferrometal_api::firmware::{
     FirmwareSchema, FirmwareSchemaSpec, HostFirmwareSettings, HostFirmwareSettingsStatus,
-    SchemaReference, SettingSchema, validate_settings,
+    SchemaReference, SettingSchema, validate_settings, wanted_text,
 };
-use ferrometal_bmc::Bios;
+use ferrometal_bmc::{Bios, setting_text};
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
 use crate::conditions::{self, set_condition};
 use crate::host_bmc::{self, ReadContext, ReadError};
 use crate::shared_watch::Watched;
 
-pub const VALID: &str = "Valid";
-pub const CHANGE_DETECTED: &str = "ChangeDetected";
+pub use ferrometal_api::firmware::{CHANGE_DETECTED, VALID};
 /// ferrometal's condition: False while the BMC's settings cannot be read, with the reason.
 pub const READ: &str = "ferrometal.io/SettingsRead";
 const FIELD_MANAGER: &str = "ferrometal-controller";
@@ -48,14 +47,7 @@ const BMC_TIMEOUT: Duration = Duration::from_secs(20);
 fn as_settings(attributes: &BTreeMap<String, Value>) -> BTreeMap<String, String> {
     attributes
         .iter()
-        .filter_map(|(k, v)| {
-            let text = match v {
-                Value::String(s) => s.clone(),
-                Value::Null => return None,
-                other => other.to_string(),
-            };
-            Some((k.clone(), text))
-        })
+        .filter_map(|(k, v)| Some((k.clone(), setting_text(v)?)))
         .collect()
 }
 
@@ -142,20 +134,15 @@ pub fn decide_status(
     );
     let differing: Vec<&str> = wanted
         .iter()
-        .filter(|(k, v)| {
-            let text = match v {
-                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n) => n.to_string(),
-                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s) => s.clone(),
-            };
-            status.settings.get(*k) != Some(&text)
-        })
+        .filter(|(k, v)| status.settings.get(*k) != Some(&wanted_text(v)))
         .map(|(k, _)| k.as_str())
         .collect();
     let changed = !differing.is_empty();
     let message = if changed {
         format!(
-            "{} differ from the BMC's current settings; ferrometal does not apply firmware \
-             settings to hosts yet",
+            "{} differ from the BMC's current settings: applied when the host is prepared \
+             (an available host goes back to preparing), or on a provisioned host's reboot when \
+             its HostUpdatePolicy says firmwareSettings: onReboot",
             differing.join(", ")
         )
     } else {
@@ -292,15 +279,15 @@ fn error_policy(
     Action::requeue(Duration::from_secs(10))
 }
 
-/// Runs the HostFirmwareSettings controller until `shutdown` resolves; `hosts` wakes the
-/// settings of a host that changed.
+/// Runs the HostFirmwareSettings controller until `shutdown` resolves, on the process's one
+/// watch of them; `hosts` wakes the settings of a host that changed.
 pub async fn run(
     ctx: Arc<ReadContext>,
     hosts: Watched<BareMetalHost>,
+    settings: Watched<HostFirmwareSettings>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let api: Api<HostFirmwareSettings> = Api::all(ctx.client.clone());
-    Controller::new(api, watcher::Config::default())
+    Controller::for_stream(settings.events.applied_objects(), settings.store)
         .watches_stream(hosts.events.touched_objects(), host_bmc::named_after)
         .with_config(Config::default().concurrency(4))
         .graceful_shutdown_on(shutdown)
@@ -399,7 +386,7 @@ mod tests {
                 Some(what) => {
                     assert_eq!(changed, "True", "{wanted:?}");
                     assert!(message.contains(what), "{message}");
-                    assert!(message.contains("does not apply"), "{message}");
+                    assert!(message.contains("onReboot"), "{message}");
                 }
                 None => assert_eq!(changed, "False", "{wanted:?}"),
             }

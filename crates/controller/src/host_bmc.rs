@@ -92,15 +92,15 @@ where
     Ok(read.map_err(|e| e.to_string()))
 }
 
-/// The object named after `host`, in its namespace (how metal3 names a host's firmware
-/// objects).
-pub fn named_after<K>(host: BareMetalHost) -> Option<kube::runtime::reflector::ObjectRef<K>>
+/// The object of kind `K` named as `object`, in its namespace (how metal3 names a host's
+/// firmware objects after the host, both ways).
+pub fn named_after<F, K>(object: F) -> Option<kube::runtime::reflector::ObjectRef<K>>
 where
+    F: kube::ResourceExt,
     K: kube::Resource<DynamicType = ()>,
 {
-    use kube::ResourceExt;
-    let ns = host.namespace()?;
-    Some(kube::runtime::reflector::ObjectRef::new(&host.name_any()).within(&ns))
+    let ns = object.namespace()?;
+    Some(kube::runtime::reflector::ObjectRef::new(&object.name_any()).within(&ns))
 }
 
 /// A host whose BMC answers for it: registered, not being deleted.

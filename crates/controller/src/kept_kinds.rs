@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrometal_api::{bmc_events, firmware, media, switching};
+use ferrometal_api::{bmc_events, media, switching};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
@@ -45,9 +45,6 @@ pub fn kept_kinds() -> Vec<KeptKind> {
         }
     }
     vec![
-        kind::<firmware::HostUpdatePolicy>(
-            "ferrometal stores HostUpdatePolicy but does not service provisioned hosts yet",
-        ),
         kind::<media::DataImage>(
             "ferrometal stores DataImages but does not attach them yet: no virtual media is \
              inserted",

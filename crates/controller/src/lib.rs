@@ -70,6 +70,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrometal_api::firmware::{HostFirmwareSettings, HostUpdatePolicy};
 use ferrometal_api::{BareMetalHost, HardwareData, HostClaim};
 use ferrometal_provisioner::Provisioner;
 use futures::{StreamExt, TryStreamExt};
@@ -136,12 +137,17 @@ pub async fn run(
     let mut secret_watch = SharedWatch::<Secret>::uncached();
     let mut hardware_watch = SharedWatch::<HardwareData>::cached();
     let mut claim_watch = SharedWatch::<HostClaim>::cached();
+    let mut settings_watch = SharedWatch::<HostFirmwareSettings>::cached();
+    let mut policy_watch = SharedWatch::<HostUpdatePolicy>::cached();
     let host_watches = HostWatches {
         hosts: host_watch.subscribe(),
         hosts_for_jobs: host_watch.events(),
         secrets: secret_watch.events(),
         hardware: hardware_watch.events(),
+        firmware_settings: settings_watch.subscribe(),
+        update_policies: policy_watch.subscribe(),
     };
+    let firmware_settings_watched = settings_watch.subscribe();
     let claim_watches = claim::Watches {
         hosts: all_host_watch
             .as_mut()
@@ -199,6 +205,18 @@ pub async fn run(
                 without_managed_fields,
                 shutdown.clone()
             ),
+            settings_watch.run(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                without_managed_fields,
+                shutdown.clone()
+            ),
+            policy_watch.run(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                without_managed_fields,
+                shutdown.clone()
+            ),
         );
     };
     let claims = claim::run(
@@ -245,6 +263,7 @@ pub async fn run(
             hosts: firmware_hosts.store.clone(),
         }),
         firmware_hosts,
+        firmware_settings_watched,
         shutdown.clone(),
     );
     let components = firmware_components::run(
@@ -276,6 +295,9 @@ pub struct HostWatches {
     pub hosts_for_jobs: Events<BareMetalHost>,
     pub secrets: Events<Secret>,
     pub hardware: Events<HardwareData>,
+    /// The hosts' HostFirmwareSettings and HostUpdatePolicies: a change wakes its host.
+    pub firmware_settings: Watched<HostFirmwareSettings>,
+    pub update_policies: Watched<HostUpdatePolicy>,
 }
 
 /// Runs the host controller (and BMCJobs) until `shutdown` resolves; `gate` limits the calls
@@ -296,6 +318,8 @@ pub async fn run_hosts(
         hosts_for_jobs,
         secrets,
         hardware,
+        firmware_settings,
+        update_policies,
     } = watches;
     let trigger = host_events
         .applied_objects()
@@ -308,7 +332,11 @@ pub async fn run_hosts(
         reader.clone(),
         gate,
     ));
-    let (ctx, woken) = host::context::HostContext::new(shared.clone());
+    let (ctx, woken) = host::context::HostContext::new(
+        shared.clone(),
+        firmware_settings.store,
+        update_policies.store,
+    );
     let ctx = Arc::new(ctx);
     let for_secrets = reader.clone();
     let for_cache = reader.clone();
@@ -328,6 +356,14 @@ pub async fn run_hosts(
     let jobs = job::run(shared, hosts_for_jobs, concurrency, shutdown.clone());
     let hosts = Controller::for_stream(trigger, reader)
         .owns_stream(hardware.touched_objects())
+        .watches_stream(
+            firmware_settings.events.touched_objects(),
+            host_bmc::named_after,
+        )
+        .watches_stream(
+            update_policies.events.touched_objects(),
+            host_bmc::named_after,
+        )
         .watches_stream(secret_events, move |secret| {
             hosts_using(&for_secrets, &secret)
         })

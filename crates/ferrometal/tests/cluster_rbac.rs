@@ -255,14 +255,14 @@ const METAL3_KINDS: &str = concat!(
 
 /// Whether every object of the fixture that has a status carries the controller's condition.
 fn all_kept_marked(s: &Serve) -> bool {
-    let kinds = "hostupdatepolicies,dataimages,preprovisioningimages,bmceventsubscriptions,\
-                 baremetalswitches,hostnetworkattachments";
+    let kinds = "dataimages,preprovisioningimages,bmceventsubscriptions,baremetalswitches,\
+                 hostnetworkattachments";
     let o = s.kubectl(&["get", kinds, "-n", "default", "-o", "json"]);
     let Ok(list) = serde_json::from_slice::<Value>(&o.stdout) else {
         return false;
     };
     let items = list["items"].as_array().cloned().unwrap_or_default();
-    items.len() == 6
+    items.len() == 5
         && items.iter().all(|i| {
             i["status"]["conditions"]
                 .as_array()

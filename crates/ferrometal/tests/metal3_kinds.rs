@@ -14,8 +14,7 @@ const KINDS: &str = concat!(
 );
 
 /// The kinds of the fixture ferrometal keeps without acting on them, by plural.
-const KEPT: [&str; 6] = [
-    "hostupdatepolicies",
+const KEPT: [&str; 5] = [
     "dataimages",
     "preprovisioningimages",
     "bmceventsubscriptions",
@@ -279,7 +278,7 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
          apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: node-0, namespace: infra}}\n\
          spec: {{online: false, bmc: {{address: \"{address}\", credentialsName: bmc}}}}\n---\n\
          apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareSettings\nmetadata: {{name: node-0, namespace: infra}}\n\
-         spec: {{settings: {{ProcTurboMode: Disabled, NumCores: 8}}}}\n"
+         spec: {{settings: {{ProcTurboMode: Enabled, NumCores: 8}}}}\n"
     );
     let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(&host));
     assert!(out.status.success(), "{}", output_text(&out));
@@ -296,11 +295,11 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
         "{got}"
     );
     assert_eq!(condition(&got, "Valid").unwrap().0, "True", "{got}");
-    let (changed, why) = condition(&got, "ChangeDetected").unwrap();
-    assert_eq!(changed, "True");
-    assert!(
-        why.contains("ProcTurboMode") && why.contains("does not apply"),
-        "{why}"
+    // The wanted values are the BMC's: nothing to change.
+    assert_eq!(
+        condition(&got, "ChangeDetected").unwrap().0,
+        "False",
+        "{got}"
     );
     // The registry, as a FirmwareSchema the status names, with the host's vendor.
     let schema_name = got["status"]["schema"]["name"]
@@ -427,4 +426,184 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
     s.wait("the applied setting read back", || {
         hfs()["status"]["settings"]["ProcTurboMode"] == "Disabled"
     });
+}
+
+/// The BIOS value the emulator's Redfish service reports now.
+async fn bios_value(emu: &ferrometal_emulator::Emulator, name: &str) -> Value {
+    let bios: Value = reqwest::Client::new()
+        .get(format!("{}/Bios", emu.system_url(0)))
+        .basic_auth("admin", Some("password"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    bios["Attributes"][name].clone()
+}
+
+fn bios_patches(emu: &ferrometal_emulator::Emulator) -> Vec<String> {
+    emu.state(0)
+        .actions
+        .into_iter()
+        .filter(|a| a.starts_with("PatchBios"))
+        .collect()
+}
+
+fn host_events(s: &Serve, host: &str) -> Vec<String> {
+    s.items("events", "infra")
+        .iter()
+        .filter(|e| {
+            e["involvedObject"]["name"] == host && e["involvedObject"]["kind"] == "BareMetalHost"
+        })
+        .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bios_settings_change_in_preparing_and_on_a_provisioned_hosts_reboot_only_when_a_policy_allows()
+ {
+    use ferrometal_emulator::{Emulator, EmulatorConfig};
+    let emu = Emulator::start(
+        EmulatorConfig {
+            systems: 1,
+            power_delay: std::time::Duration::from_millis(100),
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), free_port(), &["--power-poll-interval", "2"]);
+    let address = emu
+        .system_url(0)
+        .replace("http://", "redfish-virtualmedia+http://");
+    s.ok(&["create", "namespace", "infra"]);
+    // A new host whose settings want a change: it is made while the host is prepared.
+    let host = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: bmc, namespace: infra}}\n\
+         stringData: {{username: admin, password: password}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: node-0, namespace: infra}}\n\
+         spec: {{online: false, bmc: {{address: \"{address}\", credentialsName: bmc}}}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareSettings\nmetadata: {{name: node-0, namespace: infra}}\n\
+         spec: {{settings: {{ProcTurboMode: Disabled}}}}\n"
+    );
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(&host));
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_eq!(bios_value(&emu, "ProcTurboMode").await, "Enabled");
+    let hfs = || s.json(&["get", "hfs", "node-0", "-n", "infra", "-o", "json"]);
+    let bmh = || s.json(&["get", "bmh", "node-0", "-n", "infra", "-o", "json"]);
+    s.wait(
+        "the setting applied and read back, the host available",
+        || {
+            let h = hfs();
+            h["status"]["settings"]["ProcTurboMode"] == "Disabled"
+                && condition(&h, "ChangeDetected").is_some_and(|(c, _)| c == "False")
+                && bmh()["status"]["provisioning"]["state"] == "available"
+        },
+    );
+    assert_eq!(bios_value(&emu, "ProcTurboMode").await, "Disabled");
+    assert_eq!(
+        bios_patches(&emu),
+        ["PatchBios:ProcTurboMode"],
+        "staged once, nothing else"
+    );
+    assert!(host_events(&s, "node-0").contains(&"FirmwareSettingsApplied".to_string()));
+    // `online: false` holds after the boot that applied it.
+    s.wait("the host off again", || {
+        bmh()["status"]["poweredOn"] == false
+    });
+
+    // A provisioned host (here: externally provisioned) keeps its settings across a reboot
+    // without a HostUpdatePolicy.
+    s.ok(&[
+        "patch",
+        "bmh",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"externallyProvisioned":true,"online":true}}"#,
+    ]);
+    s.wait("externally provisioned and on", || {
+        let b = bmh();
+        b["status"]["provisioning"]["state"] == "externally provisioned"
+            && b["status"]["poweredOn"] == true
+    });
+    s.ok(&[
+        "patch",
+        "hfs",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"settings":{"NumCores":16}}}"#,
+    ]);
+    s.wait("the change detected", || {
+        condition(&hfs(), "ChangeDetected")
+            .is_some_and(|(c, why)| c == "True" && why.contains("NumCores"))
+    });
+    let reboot = |s: &Serve| {
+        let boots = emu.state(0).boots;
+        s.ok(&[
+            "annotate",
+            "bmh",
+            "node-0",
+            "-n",
+            "infra",
+            "reboot.metal3.io=",
+        ]);
+        s.wait("the reboot done", || {
+            let b = bmh();
+            emu.state(0).boots > boots
+                && b["metadata"]["annotations"]
+                    .get("reboot.metal3.io")
+                    .is_none()
+                && b["status"]["poweredOn"] == true
+                && b["status"]["operationalStatus"] == "OK"
+        });
+    };
+    reboot(&s);
+    assert_eq!(
+        bios_value(&emu, "NumCores").await,
+        8,
+        "no policy: not changed"
+    );
+    assert_eq!(bios_patches(&emu).len(), 1);
+
+    // With `firmwareSettings: onReboot`, the next reboot services the host: the setting is
+    // staged, applied by the boot that brings the host back, read back, and the host stays
+    // provisioned, booted from its own disk.
+    let policy = "apiVersion: metal3.io/v1alpha1\nkind: HostUpdatePolicy\n\
+                  metadata: {name: node-0, namespace: infra}\nspec: {firmwareSettings: onReboot}\n";
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(policy));
+    assert!(out.status.success(), "{}", output_text(&out));
+    reboot(&s);
+    s.wait("the new value read back", || {
+        hfs()["status"]["settings"]["NumCores"] == "16"
+    });
+    assert_eq!(bios_value(&emu, "NumCores").await, 16);
+    assert_eq!(
+        bios_patches(&emu),
+        ["PatchBios:ProcTurboMode", "PatchBios:NumCores"]
+    );
+    let b = bmh();
+    assert_eq!(
+        b["status"]["provisioning"]["state"],
+        "externally provisioned"
+    );
+    assert_eq!(emu.state(0).last_boot_source.as_deref(), Some("Default"));
+    let events = host_events(&s, "node-0");
+    for reason in [
+        "ServicingStarted",
+        "FirmwareSettingsApplied",
+        "ServicingComplete",
+    ] {
+        assert!(events.contains(&reason.to_string()), "{reason}: {events:?}");
+    }
 }

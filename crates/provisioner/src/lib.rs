@@ -62,6 +62,21 @@ pub struct Deployment {
     pub meta_data: Option<String>,
 }
 
+/// Firmware changes to make on a host: the wanted BIOS settings of its HostFirmwareSettings
+/// that differ from what the BMC reports, already validated against the BMC's registry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FirmwareChanges {
+    /// Attribute name → wanted value, as metal3 writes it (text; numbers and booleans are
+    /// typed by the BMC's registry or by the value the BMC reports now).
+    pub settings: std::collections::BTreeMap<String, String>,
+}
+
+impl FirmwareChanges {
+    pub fn is_empty(&self) -> bool {
+        self.settings.is_empty()
+    }
+}
+
 /// How long one phase of an inspection, provisioning or cleaning took (the deploy agent's
 /// phases: boot media built, ramdisk boot to first call, inspection, cleaning, download+write,
 /// config drive, reboot to power on).
@@ -225,6 +240,32 @@ pub trait Provisioner: Send + Sync + 'static {
 
     /// Get the host ready for provisioning (cleaning, RAID, firmware). Most backends: Done.
     async fn prepare(&self, host: &HostInfo) -> Result<Step>;
+
+    /// Make the host's firmware what `changes` asks: BIOS settings staged in the BMC's pending
+    /// settings, the boot that applies them, then a read that proves every value took. `Done`
+    /// once the BMC reports every wanted value; a value the BMC did not take after the boot is
+    /// an error naming it. The boot is of whatever the host boots by itself (a provisioned
+    /// host's installed OS, untouched), and the host is left on. Backends that cannot refuse
+    /// with the reason.
+    async fn change_firmware(&self, host: &HostInfo, changes: &FirmwareChanges) -> Result<Step> {
+        if changes.is_empty() {
+            return Ok(Step::Done(()));
+        }
+        Err(ProvisionerError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} provisioner does not change firmware settings (host {}: {})",
+                self.name(),
+                host.key,
+                changes
+                    .settings
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))
+    }
 
     /// Write or boot the image and leave the host running it.
     async fn provision(&self, host: &HostInfo, deployment: &Deployment) -> Result<Step>;

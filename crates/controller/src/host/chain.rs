@@ -12,7 +12,9 @@ use ferrometal_bmc::Credentials;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::decide::{Call, Decision, FinalizerChange, Input, Memo, MemoChange, Outcome, decide};
+use super::decide::{
+    Call, Decision, FinalizerChange, FirmwareWork, Input, Memo, MemoChange, Outcome, decide,
+};
 use crate::config::Timing;
 use crate::secrets::CredentialsObservation;
 
@@ -29,6 +31,8 @@ pub struct Chain {
     pub observation: CredentialsObservation,
     pub credentials: Option<Credentials>,
     pub jitter: f64,
+    /// What the host's firmware objects asked when the chain started.
+    pub firmware: FirmwareWork,
     steps: usize,
     bmc_calls: usize,
 }
@@ -54,6 +58,7 @@ impl Chain {
         observation: CredentialsObservation,
         credentials: Option<Credentials>,
         memo: Option<Memo>,
+        firmware: FirmwareWork,
     ) -> Chain {
         Chain {
             uid: host.metadata.uid.clone(),
@@ -63,6 +68,7 @@ impl Chain {
             observation,
             credentials,
             jitter: rand::random::<f64>(),
+            firmware,
             steps: 0,
             bmc_calls: 0,
         }
@@ -93,6 +99,7 @@ impl Chain {
                     .any(|f| f == ann::FINALIZER),
                 credentials: self.observation.clone(),
                 memo: self.memo.as_ref(),
+                firmware: &self.firmware,
                 last: last.take(),
                 now,
                 jitter: self.jitter,

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
+use ferrometal_api::firmware::{HostFirmwareSettings, HostUpdatePolicy};
 use ferrometal_api::{BareMetalHost, BareMetalHostStatus};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::chain::Resume;
@@ -32,6 +33,9 @@ pub struct HostContext {
     pub capacity_grants: tokio::sync::Mutex<HashMap<String, std::time::Instant>>,
     /// Host BMC calls running off the reconcile workers.
     pub detached: Detached<BareMetalHost, Resume>,
+    /// The hosts' HostFirmwareSettings and HostUpdatePolicies (named after their hosts).
+    pub firmware_settings: Store<HostFirmwareSettings>,
+    pub update_policies: Store<HostUpdatePolicy>,
 }
 
 // Host reconciles read the shared fields (client, provisioner, config, ...) as their own.
@@ -44,7 +48,11 @@ impl Deref for HostContext {
 }
 
 impl HostContext {
-    pub fn new(shared: Arc<Context>) -> (HostContext, UnboundedReceiver<ObjectRef<BareMetalHost>>) {
+    pub fn new(
+        shared: Arc<Context>,
+        firmware_settings: Store<HostFirmwareSettings>,
+        update_policies: Store<HostUpdatePolicy>,
+    ) -> (HostContext, UnboundedReceiver<ObjectRef<BareMetalHost>>) {
         let (detached, woken) = Detached::new();
         let ctx = HostContext {
             timing: shared.config.timing(),
@@ -55,6 +63,8 @@ impl HostContext {
             written: Mutex::default(),
             capacity_grants: Default::default(),
             detached,
+            firmware_settings,
+            update_policies,
         };
         (ctx, woken)
     }

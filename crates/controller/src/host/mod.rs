@@ -3,6 +3,7 @@
 pub mod chain;
 pub mod context;
 pub mod decide;
+pub mod firmware_work;
 pub mod reconcile;
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use tracing::Instrument;
 use super::chain::{Chain, Next, Resume};
 use super::context::HostContext;
 use super::decide::{Call, Decision, FinalizerChange, MemoChange, Outcome};
+use super::firmware_work::firmware_work;
 use crate::detached::Found;
 use crate::error::Error;
 use crate::events::HostEvent;
@@ -98,8 +99,9 @@ async fn reconcile_host(
             }
             let (observation, credentials) =
                 read_credentials(&ctx.client, &ctx.secrets, host).await?;
+            let firmware = firmware_work(host, &ctx.firmware_settings, &ctx.update_policies);
             (
-                Chain::new(host, observation, credentials, ctx.memo(&key)),
+                Chain::new(host, observation, credentials, ctx.memo(&key), firmware),
                 None,
                 false,
             )
@@ -361,6 +363,10 @@ async fn execute(
                 .await
                 .map(|s| step(s, Outcome::Inspected)),
             (Call::Prepare, _) => p.prepare(&info).await.map(|s| step(s, done)),
+            (Call::ChangeFirmware(changes), _) => p
+                .change_firmware(&info, changes)
+                .await
+                .map(|s| step(s, done)),
             (Call::Provision, Some(d)) => p.provision(&info, d).await.map(|s| step(s, done)),
             (Call::Adopt, Some(d)) => p.adopt(&info, d).await.map(|s| step(s, done)),
             (Call::Deprovision, _) => p.deprovision(&info).await.map(|s| step(s, done)),

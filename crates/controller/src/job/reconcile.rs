@@ -61,6 +61,10 @@ pub fn host_view(host: Option<&BareMetalHost>, iso_on_media: bool) -> HostView {
     }
     let status = host.status.clone().unwrap_or_default();
     let detached = status.operational_status == OperationalStatus::Detached;
+    if status.operational_status == OperationalStatus::Servicing {
+        // Its firmware is being changed, across a boot the job must not interrupt.
+        return HostView::Busy("servicing".into());
+    }
     let media = (iso_on_media && status.provisioning.state == S::Provisioned)
         .then_some(status.provisioning.image.as_ref())
         .flatten()

@@ -1,5 +1,5 @@
 //! What the backend keeps per host, in memory only: the BMC client and what it was built from,
-//! the one power action in flight, and the progress of a deployment.
+//! the one power action in flight, and the progress of a deployment or of BIOS settings.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -72,6 +72,15 @@ pub(super) struct AgentFinish {
     pub(super) restarted_at: Option<Instant>,
 }
 
+/// How far this process got applying one set of BIOS settings.
+#[derive(Debug, Clone, Default)]
+pub(super) struct SettingsProgress {
+    /// The settings this is about (name → wanted value).
+    pub(super) wanted: std::collections::BTreeMap<String, String>,
+    /// When the boot that applies them was issued.
+    pub(super) booted: Option<Instant>,
+}
+
 #[derive(Default)]
 pub(super) struct HostState {
     pub(super) client: Option<(Fingerprint, Arc<dyn Bmc>)>,
@@ -82,4 +91,5 @@ pub(super) struct HostState {
     pub(super) agent_checked: Option<(String, Instant)>,
     /// Deprovisioning a host whose power must stay on restarted it already.
     pub(super) teardown_restarted: bool,
+    pub(super) settings: Option<SettingsProgress>,
 }

@@ -15,8 +15,9 @@
 //!
 //! `provisioner` holds the backend with its per-host locks and clients, `host_state` what it
 //! remembers per host, `power` how it drives power, `image` what it can deploy, `boot_media`
-//! how an ISO is booted, `agent_boot` the work done through the agent, `hardware` how an
-//! inventory becomes `status.hardware`; this file implements the trait with them.
+//! how an ISO is booted, `agent_boot` the work done through the agent, `settings` how BIOS
+//! settings are applied, `hardware` how an inventory becomes `status.hardware`; this file
+//! implements the trait with them.
 
 mod agent_boot;
 mod boot_media;
@@ -26,6 +27,7 @@ mod image;
 mod options;
 mod power;
 mod provisioner;
+mod settings;
 
 use ferrometal_api::annotations::Operation;
 use ferrometal_api::{HardwareDetails, InspectionMode};
@@ -40,7 +42,9 @@ use power::power_action_of;
 pub use provisioner::RedfishProvisioner;
 use provisioner::unsupported;
 
-use crate::{Deployment, HostInfo, PowerOffMode, Provisioner, Registration, Result, Step};
+use crate::{
+    Deployment, FirmwareChanges, HostInfo, PowerOffMode, Provisioner, Registration, Result, Step,
+};
 
 #[async_trait::async_trait]
 impl Provisioner for RedfishProvisioner {
@@ -117,6 +121,13 @@ impl Provisioner for RedfishProvisioner {
 
     async fn prepare(&self, _host: &HostInfo) -> Result<Step> {
         Ok(Step::Done(()))
+    }
+
+    async fn change_firmware(&self, host: &HostInfo, changes: &FirmwareChanges) -> Result<Step> {
+        if changes.is_empty() {
+            return Ok(Step::Done(()));
+        }
+        self.apply_settings(host, changes).await
     }
 
     async fn provision(&self, host: &HostInfo, deployment: &Deployment) -> Result<Step> {

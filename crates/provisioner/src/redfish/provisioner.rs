@@ -89,6 +89,7 @@ impl RedfishProvisioner {
             st.deploy = None;
             st.agent_finish = None;
             st.teardown_restarted = false;
+            st.settings = None;
         }
         let options = BmcOptions {
             timeout: self.options.request_timeout,

@@ -10,19 +10,23 @@
 //! and jitter come in through the input), so it is tested table-driven without a server.
 //!
 //! The engine (`engine`) and what goes in and out (`protocol`) are shared by the steps, grouped
-//! as the host's life goes: `register` (registration and inspection), `provision`,
-//! `deprovision` (deprovisioning and deletion) and `steady` (steady state and power). This file
-//! holds only the entry point and the order the steps run in.
+//! as the host's life goes: `register` (registration and inspection), `provision`, `firmware`
+//! (firmware settings in preparing and servicing), `deprovision` (deprovisioning and deletion)
+//! and `steady` (steady state and power). This file holds only the entry point and the order
+//! the steps run in.
 
 mod deprovision;
 mod engine;
+mod firmware;
 mod protocol;
 mod provision;
 mod register;
 mod steady;
 
 pub use engine::{backoff, update_conditions};
-pub use protocol::{Call, Decision, FinalizerChange, Input, Memo, MemoChange, Outcome};
+pub use protocol::{
+    Call, Decision, FinalizerChange, FirmwareWork, Input, Memo, MemoChange, Outcome,
+};
 
 use ferrometal_api::ProvisioningState;
 use ferrometal_api::annotations as ann;

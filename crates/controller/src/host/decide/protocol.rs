@@ -7,7 +7,7 @@ use std::time::Duration;
 use ferrometal_api::annotations::Operation;
 use ferrometal_api::{BareMetalHostSpec, BareMetalHostStatus, HardwareDetails};
 use ferrometal_bmc::PowerState;
-use ferrometal_provisioner::{PowerOffMode, ProvisionerError, Registration};
+use ferrometal_provisioner::{FirmwareChanges, PowerOffMode, ProvisionerError, Registration};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::config::Timing;
@@ -28,6 +28,22 @@ pub struct Memo {
     /// host or changing `online` meanwhile does not undo it at the BMC, so a different wish
     /// must be acted on even when the status already reads as wished.
     pub power_in_flight: Option<bool>,
+    /// Firmware changes made and read back, with the HostFirmwareSettings read that asked for
+    /// them: until that object is read again it still shows them as wanted.
+    pub firmware_done: Option<(FirmwareChanges, Option<String>)>,
+}
+
+/// What the host's HostFirmwareSettings and HostUpdatePolicy ask, as the reconciler read them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FirmwareWork {
+    /// Wanted settings that are valid (against the BMC's registry, for the object's current
+    /// generation) and differ from what the BMC reported; empty: nothing to do.
+    pub changes: FirmwareChanges,
+    /// The read of the BMC those come from (the object's `status.lastUpdated`).
+    pub read: Option<String>,
+    /// A HostUpdatePolicy says `firmwareSettings: onReboot`: a provisioned host's settings
+    /// change when it reboots (metal3's servicing).
+    pub on_reboot: bool,
 }
 
 /// The one provisioner call a reconcile makes.
@@ -37,6 +53,7 @@ pub enum Call {
     Register { credentials_changed: bool },
     Inspect { refresh: bool },
     Prepare,
+    ChangeFirmware(FirmwareChanges),
     Provision,
     Adopt,
     Deprovision,
@@ -76,6 +93,7 @@ pub struct Input<'a> {
     pub has_finalizer: bool,
     pub credentials: CredentialsObservation,
     pub memo: Option<&'a Memo>,
+    pub firmware: &'a FirmwareWork,
     /// The call made in this reconcile and its outcome (second pass only).
     pub last: Option<(Call, Outcome)>,
     pub now: Timestamp,

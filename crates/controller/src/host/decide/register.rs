@@ -191,6 +191,7 @@ impl Engine<'_, '_> {
             adopted: false,
             power_checked: Some(now),
             power_in_flight: None,
+            firmware_done: None,
         });
     }
 

@@ -158,6 +158,7 @@ fn errors_and_credentials() {
                     adopted: false,
                     power_checked: Some(now()),
                     power_in_flight: None,
+                    firmware_done: None,
                 })
             }),
             Some(Call::Adopt),

@@ -5,6 +5,7 @@ mod annotations;
 mod deletion;
 mod engine;
 mod errors;
+mod firmware;
 mod steady;
 mod transitions;
 
@@ -52,6 +53,7 @@ struct Fx {
     has_finalizer: bool,
     credentials: CredentialsObservation,
     memo: Option<Memo>,
+    firmware: FirmwareWork,
     timing: Timing,
 }
 
@@ -111,7 +113,9 @@ fn fx(state: S) -> Fx {
             adopted: true,
             power_checked: Some(now()),
             power_in_flight: None,
+            firmware_done: None,
         }),
+        firmware: FirmwareWork::default(),
         timing: timing(),
     }
 }
@@ -135,6 +139,7 @@ impl Fx {
             has_finalizer: self.has_finalizer,
             credentials: self.credentials.clone(),
             memo: self.memo.as_ref(),
+            firmware: &self.firmware,
             last,
             now: now(),
             jitter: 0.5,

@@ -1,0 +1,105 @@
+//! Firmware settings, as metal3 changes them: on a host that is not provisioned, in
+//! `preparing` (an available host with changes goes back there); on a provisioned host only
+//! when a HostUpdatePolicy allows it `onReboot`, while the host is off on its way back on after
+//! a reboot (metal3's servicing, operational status `servicing`).
+
+use ferrometal_api::{ErrorType, OperationalStatus, ProvisioningState};
+use ferrometal_provisioner::FirmwareChanges;
+
+use super::engine::{Engine, Flow, NOW};
+use super::protocol::{Call, Outcome};
+
+impl Engine<'_, '_> {
+    /// The changes still to make: none once made for the same read of the BMC.
+    pub(super) fn pending_firmware(&self) -> Option<FirmwareChanges> {
+        let work = self.input.firmware;
+        if work.changes.is_empty() {
+            return None;
+        }
+        let done = self.memo.as_ref().and_then(|m| m.firmware_done.as_ref());
+        if done.is_some_and(|(changes, read)| *changes == work.changes && *read == work.read) {
+            return None;
+        }
+        Some(work.changes.clone())
+    }
+
+    fn firmware_done(&mut self, changes: FirmwareChanges) {
+        let names: Vec<&str> = changes.settings.keys().map(String::as_str).collect();
+        let note = format!("BIOS settings applied and read back: {}", names.join(", "));
+        let read = self.input.firmware.read.clone();
+        self.memo_mut().firmware_done = Some((changes, read));
+        self.event("FirmwareSettingsApplied", note);
+    }
+
+    /// In `preparing`: the settings first, then whatever else preparing does.
+    pub(super) fn prepare_firmware(&mut self) -> Flow {
+        let Some(changes) = self.pending_firmware() else {
+            return Ok(());
+        };
+        match self.call(Call::ChangeFirmware(changes.clone()))? {
+            Outcome::Done => {
+                self.clear_error();
+                // The boot that applied them left the host on; `online` decides from here.
+                self.st.powered_on = true;
+                self.firmware_done(changes);
+                self.requeue(NOW)
+            }
+            Outcome::Waiting { requeue_after, .. } => self.waiting(requeue_after),
+            Outcome::Failed(e) => self.fail_with(ErrorType::Preparation, &e),
+            _ => self.unexpected(),
+        }
+    }
+
+    /// A provisioned host: servicing starts when it is off and wanted on with changes an
+    /// `onReboot` policy allows, and goes on (power or not) until they are made.
+    pub(super) fn servicing(&mut self, want_on: bool) -> Flow {
+        use ProvisioningState as S;
+        if !matches!(self.state(), S::Provisioned | S::ExternallyProvisioned) {
+            return Ok(());
+        }
+        let servicing = self.st.operational_status == OperationalStatus::Servicing
+            || self.st.error_type == Some(ErrorType::Servicing);
+        let changes = self
+            .input
+            .firmware
+            .on_reboot
+            .then(|| self.pending_firmware())
+            .flatten();
+        let starts = changes.is_some() && want_on && !self.st.powered_on;
+        if !servicing && !starts {
+            return Ok(());
+        }
+        let Some(changes) = changes else {
+            // Nothing left to change (made, withdrawn, or no longer allowed): servicing ends.
+            self.clear_error();
+            self.st.operational_status = OperationalStatus::Ok;
+            self.event("ServicingComplete", "no firmware changes left to make");
+            return self.requeue(NOW);
+        };
+        if !servicing {
+            // Written before the BMC is touched: after a restart the host resumes servicing.
+            self.st.operational_status = OperationalStatus::Servicing;
+            let names: Vec<&str> = changes.settings.keys().map(String::as_str).collect();
+            self.event(
+                "ServicingStarted",
+                format!("applying BIOS settings on reboot: {}", names.join(", ")),
+            );
+            return self.requeue(NOW);
+        }
+        match self.call(Call::ChangeFirmware(changes.clone()))? {
+            Outcome::Done => {
+                self.clear_error();
+                self.st.operational_status = OperationalStatus::Ok;
+                // The boot that applied the settings was the host's way back on.
+                self.st.powered_on = true;
+                self.memo_mut().power_checked = Some(self.input.now);
+                self.firmware_done(changes);
+                self.event("ServicingComplete", "firmware changes made; host back on");
+                self.requeue(NOW)
+            }
+            Outcome::Waiting { requeue_after, .. } => self.waiting(requeue_after),
+            Outcome::Failed(e) => self.fail_with(ErrorType::Servicing, &e),
+            _ => self.unexpected(),
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Firmware settings: in preparing, and servicing on a provisioned host's reboot.
+
+use super::*;
+use ferrometal_provisioner::FirmwareChanges;
+
+fn changes() -> FirmwareChanges {
+    FirmwareChanges {
+        settings: [("ProcVirtualization".to_string(), "Disabled".to_string())].into(),
+    }
+}
+
+fn work(on_reboot: bool) -> FirmwareWork {
+    FirmwareWork {
+        changes: changes(),
+        read: Some("2026-01-01T00:00:00Z".into()),
+        on_reboot,
+    }
+}
+
+fn status(d: &Decision) -> OperationalStatus {
+    st(d).operational_status
+}
+
+#[test]
+fn settings_apply_in_preparing() {
+    check_all(vec![
+        case(
+            "available with changed settings → back to preparing",
+            with(fx(S::Available), |f| f.firmware = work(false)),
+            None,
+            None,
+            |d| assert_eq!(state(d), Some(S::Preparing)),
+        ),
+        case(
+            "available, the same changes already made for this read → stays",
+            with(fx(S::Available), |f| {
+                f.firmware = work(false);
+                f.memo.as_mut().unwrap().firmware_done =
+                    Some((changes(), Some("2026-01-01T00:00:00Z".into())));
+            }),
+            None,
+            None,
+            |d| assert_eq!(d.status, None),
+        ),
+        case(
+            "available, the same changes asked by a newer read → preparing again",
+            with(fx(S::Available), |f| {
+                f.firmware = work(false);
+                f.memo.as_mut().unwrap().firmware_done =
+                    Some((changes(), Some("2025-12-31T00:00:00Z".into())));
+            }),
+            None,
+            None,
+            |d| assert_eq!(state(d), Some(S::Preparing)),
+        ),
+        case(
+            "preparing: the settings are changed first",
+            with(fx(S::Preparing), |f| f.firmware = work(false)),
+            Some(Call::ChangeFirmware(changes())),
+            Some(Outcome::Waiting {
+                requeue_after: Duration::from_secs(5),
+                reason: "staged".into(),
+            }),
+            |d| {
+                assert_eq!(d.requeue, Some(Duration::from_secs(5)));
+                assert_eq!(d.status, None, "nothing to write while the BMC works");
+            },
+        ),
+        case(
+            "preparing: settings made → remembered, Event, on to the rest of preparing",
+            with(fx(S::Preparing), |f| {
+                f.firmware = work(false);
+                f.status_mut().powered_on = false;
+            }),
+            Some(Call::ChangeFirmware(changes())),
+            Some(Outcome::Done),
+            |d| {
+                assert!(has_event(d, "FirmwareSettingsApplied"));
+                assert!(st(d).powered_on, "the boot that applied them left it on");
+                assert!(
+                    matches!(&d.memo, MemoChange::Set(m) if m.firmware_done.as_ref().is_some_and(|(c, _)| *c == changes()))
+                );
+                assert_eq!(d.requeue, Some(Duration::ZERO));
+            },
+        ),
+        case(
+            "preparing: the BMC did not take them → preparation error",
+            with(fx(S::Preparing), |f| f.firmware = work(false)),
+            Some(Call::ChangeFirmware(changes())),
+            Some(failed(
+                ErrorKind::Failed,
+                "did not apply ProcVirtualization",
+            )),
+            |d| {
+                assert_eq!(st(d).error_type, Some(ErrorType::Preparation));
+                assert!(st(d).error_message.contains("ProcVirtualization"));
+                assert_eq!(state(d), Some(S::Preparing));
+            },
+        ),
+        case(
+            "preparing without changes → prepare as before",
+            fx(S::Preparing),
+            Some(Call::Prepare),
+            Some(Outcome::Done),
+            |d| assert_eq!(state(d), Some(S::Available)),
+        ),
+    ]);
+}
+
+#[test]
+fn provisioned_hosts_change_only_in_servicing() {
+    check_all(vec![
+        case(
+            "provisioned, changes, no onReboot policy → nothing happens",
+            with(fx(S::Provisioned), |f| {
+                f.firmware = work(false);
+                f.status_mut().powered_on = false;
+            }),
+            Some(Call::PowerOn),
+            Some(Outcome::Done),
+            |d| {
+                assert_eq!(status(d), OperationalStatus::Ok);
+                assert_eq!(state(d), Some(S::Provisioned));
+            },
+        ),
+        case(
+            "provisioned and on, policy allows → waits for a reboot",
+            with(fx(S::Provisioned), |f| f.firmware = work(true)),
+            None,
+            None,
+            |d| assert_eq!(d.status, None),
+        ),
+        case(
+            "off on its way back on, policy allows → servicing, written before the BMC call",
+            with(fx(S::Provisioned), |f| {
+                f.firmware = work(true);
+                f.status_mut().powered_on = false;
+            }),
+            None,
+            None,
+            |d| {
+                assert_eq!(status(d), OperationalStatus::Servicing);
+                assert!(has_event(d, "ServicingStarted"));
+                assert_eq!(d.requeue, Some(Duration::ZERO));
+            },
+        ),
+        case(
+            "off and held off by `online: false` → no servicing",
+            with(fx(S::Provisioned), |f| {
+                f.firmware = work(true);
+                f.spec.online = false;
+                f.status_mut().powered_on = false;
+            }),
+            None,
+            None,
+            |d| assert_eq!(d.status, None),
+        ),
+        case(
+            "servicing → the change is made, no power call meanwhile",
+            with(fx(S::Provisioned), |f| {
+                f.firmware = work(true);
+                f.status_mut().powered_on = false;
+                f.status_mut().operational_status = OperationalStatus::Servicing;
+            }),
+            Some(Call::ChangeFirmware(changes())),
+            Some(Outcome::Waiting {
+                requeue_after: Duration::from_secs(5),
+                reason: "booting".into(),
+            }),
+            |d| assert_eq!(d.requeue, Some(Duration::from_secs(5))),
+        ),
+        case(
+            "servicing done → back to OK, on, still provisioned",
+            with(fx(S::Provisioned), |f| {
+                f.firmware = work(true);
+                f.status_mut().powered_on = false;
+                f.status_mut().operational_status = OperationalStatus::Servicing;
+            }),
+            Some(Call::ChangeFirmware(changes())),
+            Some(Outcome::Done),
+            |d| {
+                assert_eq!(status(d), OperationalStatus::Ok);
+                assert!(st(d).powered_on);
+                assert_eq!(state(d), Some(S::Provisioned));
+                assert!(has_event(d, "ServicingComplete"));
+                assert!(has_event(d, "FirmwareSettingsApplied"));
+            },
+        ),
+        case(
+            "servicing fails → servicing error with the BMC's message",
+            with(fx(S::Provisioned), |f| {
+                f.firmware = work(true);
+                f.status_mut().operational_status = OperationalStatus::Servicing;
+            }),
+            Some(Call::ChangeFirmware(changes())),
+            Some(failed(
+                ErrorKind::Failed,
+                "BMC did not apply ProcVirtualization",
+            )),
+            |d| {
+                assert_eq!(st(d).error_type, Some(ErrorType::Servicing));
+                assert_eq!(status(d), OperationalStatus::Error);
+                assert!(st(d).error_message.contains("ProcVirtualization"));
+            },
+        ),
+        case(
+            "servicing error, the change withdrawn → servicing ends, power as wished",
+            with(fx(S::Provisioned), |f| {
+                let s = f.status_mut();
+                s.error_type = Some(ErrorType::Servicing);
+                s.error_message = "x".into();
+                s.error_count = 1;
+                s.operational_status = OperationalStatus::Error;
+            }),
+            None,
+            None,
+            |d| {
+                assert_eq!(st(d).error_type, None);
+                assert_eq!(status(d), OperationalStatus::Ok);
+            },
+        ),
+    ]);
+}
