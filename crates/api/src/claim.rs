@@ -61,6 +61,8 @@ pub mod conditions {
     pub const HOST_CLAIM_DELETING: &str = "HostClaimDeleting";
     pub const HOST_CLAIM_DELETION_FAILED: &str = "HostClaimDeletionFailed";
     pub const PAUSE_ANNOTATION_SET_FAILED: &str = "PauseAnnotationSetFailed";
+    /// The host's firmware is being changed across a reboot (metal3's servicing).
+    pub const SERVICING: &str = "Servicing";
 
     pub const CONFIGURATION_SYNCED: &str = "ConfigurationSynced";
     pub const USER_DATA_SYNC_FAILURE: &str = "UserDataSecretSyncFailure";

@@ -3,7 +3,9 @@
 
 use ferrometal_api::annotations as ann;
 use ferrometal_api::claim::conditions as c;
-use ferrometal_api::{BareMetalHost, Condition, HostClaim, NamespacedRef, ProvisioningState};
+use ferrometal_api::{
+    BareMetalHost, Condition, HostClaim, NamespacedRef, OperationalStatus, ProvisioningState,
+};
 use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
@@ -230,6 +232,7 @@ pub fn status(input: StatusInput<'_>) -> ferrometal_api::HostClaimStatus {
     let mut conds = Vec::new();
     let mut powered_on = false;
     let mut bare_metal_host = old.bare_metal_host.clone();
+    let mut servicing = false;
     match input.binding {
         Binding::None => {
             conds.push(condition(
@@ -297,6 +300,10 @@ pub fn status(input: StatusInput<'_>) -> ferrometal_api::HostClaimStatus {
             conds.push(sync);
             conds.push(provisioned(claim, host));
             powered_on = host.status.as_ref().is_some_and(|s| s.powered_on);
+            servicing = host
+                .status
+                .as_ref()
+                .is_some_and(|s| s.operational_status == OperationalStatus::Servicing);
         }
     }
     if let Some(msg) = input.deleting {
@@ -307,6 +314,12 @@ pub fn status(input: StatusInput<'_>) -> ferrometal_api::HostClaimStatus {
     let all_three = conds.len() == 3;
     conds.push(match first_false {
         Some(f) => condition(c::READY, false, &f.reason, f.message),
+        None if all_three && servicing => condition(
+            c::READY,
+            false,
+            c::SERVICING,
+            "the host is servicing: firmware changes are being made across a reboot",
+        ),
         None if all_three => condition(c::READY, true, "Ready", ""),
         None => condition(c::READY, false, "Unknown", ""),
     });

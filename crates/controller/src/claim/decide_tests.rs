@@ -263,6 +263,14 @@ fn status_table() {
     assert_eq!(cond(&st, c::PROVISIONED), ("False", "Provisioning"));
     assert_eq!(cond(&st, c::READY), ("False", "Provisioning"));
 
+    // Servicing: still provisioned, not ready until the firmware change is made.
+    let mut servicing = provisioned.clone();
+    servicing.status.as_mut().unwrap().operational_status =
+        ferrometal_api::OperationalStatus::Servicing;
+    let st = status(base(Binding::Bound(&servicing)));
+    assert_eq!(cond(&st, c::PROVISIONED), ("True", "Provisioned"));
+    assert_eq!(cond(&st, c::READY), ("False", c::SERVICING));
+
     // A host error is reported without the host's own message (it can name the BMC).
     let st = status(base(Binding::Bound(&failed)));
     assert_eq!(cond(&st, c::PROVISIONED), ("False", "HostError"));
