@@ -89,6 +89,25 @@ pub trait Bmc: Send + Sync {
             what: "firmware versions".into(),
         })
     }
+    /// Starts a firmware update of `component` from the image at `image` (Redfish
+    /// `UpdateService.SimpleUpdate`); returns the task that follows it.
+    async fn start_update(
+        &self,
+        _component: FirmwareComponent,
+        _image: &str,
+    ) -> Result<String, BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "firmware updates".into(),
+        })
+    }
+    /// Where the update `task` (from `start_update`) is.
+    async fn update_state(&self, _task: &str) -> Result<UpdateState, BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "firmware updates".into(),
+        })
+    }
     /// Ends any session the client holds; basic-auth clients have nothing to do.
     async fn logout(&self) -> Result<(), BmcError> {
         Ok(())

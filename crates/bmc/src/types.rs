@@ -354,6 +354,45 @@ impl Bios {
     }
 }
 
+/// Firmware an update replaces, by metal3's component names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FirmwareComponent {
+    /// The system's BIOS / UEFI firmware.
+    Bios,
+    /// The BMC's own firmware.
+    Bmc,
+}
+
+impl FirmwareComponent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FirmwareComponent::Bios => "bios",
+            FirmwareComponent::Bmc => "bmc",
+        }
+    }
+
+    /// metal3's name (`bios`, `bmc`); NICs (`nic:...`) are not updated through a BMC here.
+    pub fn parse(name: &str) -> Option<FirmwareComponent> {
+        match name {
+            "bios" => Some(FirmwareComponent::Bios),
+            "bmc" => Some(FirmwareComponent::Bmc),
+            _ => None,
+        }
+    }
+}
+
+/// Where a firmware update is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpdateState {
+    Running {
+        percent: Option<u8>,
+    },
+    Completed,
+    /// Ended without flashing, with the BMC's message.
+    Failed(String),
+}
+
 /// Firmware versions a BMC reports: the system's BIOS (`BiosVersion`) and the BMC's own
 /// (`Manager.FirmwareVersion`), as Ironic's redfish firmware interface reads them.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

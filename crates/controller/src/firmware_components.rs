@@ -4,8 +4,9 @@
 //! components metal3 accepts (`bmc`, `bios`, `nic:...`) with a URL, and `ChangeDetected`
 //! whether they differ from the updates last applied (`status.updates`).
 //!
-//! Reading is all this controller does: firmware updates (Redfish SimpleUpdate, in
-//! `preparing` or through servicing) are not implemented yet, and a detected change says so.
+//! Reading is all this controller does; the host controller makes the updates (in `preparing`,
+//! or through servicing) and records them in `status.updates`. A component whose version moved
+//! after an update was recorded gets `lastVersionFlashed` and `updatedAt`.
 //! Read when the object is created (named after its host, in the host's namespace), when its
 //! host changes and every ten minutes, through the per-BMC gate.
 
@@ -21,9 +22,9 @@ use ferrometal_bmc::FirmwareVersions;
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
 use crate::conditions::{self, set_condition};
@@ -67,6 +68,17 @@ pub fn decide_status(
             }),
         }
     }
+    for c in &mut status.components {
+        let moved = before
+            .iter()
+            .find(|b| b.component == c.component)
+            .is_some_and(|b| b.current_version != c.current_version);
+        let flashed = status.updates.iter().any(|u| u.component == c.component);
+        if flashed && (moved || c.last_version_flashed.is_empty()) {
+            c.last_version_flashed = c.current_version.clone();
+            c.updated_at = Some(now.to_string());
+        }
+    }
     if status.components != before || status.last_updated.is_none() {
         status.last_updated = Some(now.to_string());
     }
@@ -99,8 +111,9 @@ pub fn decide_status(
     );
     let changed = *wanted != status.updates;
     let message = if changed {
-        "the wanted updates differ from those last applied; ferrometal does not update \
-         firmware yet"
+        "the wanted updates differ from those last applied: made when the host is prepared \
+         (an available host goes back to preparing), or on a provisioned host's reboot when \
+         its HostUpdatePolicy says firmwareUpdates: onReboot"
     } else {
         ""
     };
@@ -185,10 +198,10 @@ fn error_policy(
 pub async fn run(
     ctx: Arc<ReadContext>,
     hosts: Watched<BareMetalHost>,
+    components: Watched<HostFirmwareComponents>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let api: Api<HostFirmwareComponents> = Api::all(ctx.client.clone());
-    Controller::new(api, watcher::Config::default())
+    Controller::for_stream(components.events.applied_objects(), components.store)
         .watches_stream(hosts.events.touched_objects(), host_bmc::named_after)
         .with_config(Config::default().concurrency(4))
         .graceful_shutdown_on(shutdown)
@@ -279,7 +292,31 @@ mod tests {
         assert!(
             cond(&st, CHANGE_DETECTED)
                 .1
-                .contains("does not update firmware yet")
+                .contains("firmwareUpdates: onReboot")
         );
+    }
+
+    #[test]
+    fn a_recorded_update_marks_the_version_it_flashed() {
+        let first = decide_status(&hfc(&[], None), &versions("1.0", "2.0"), "t1");
+        let mut recorded = first.clone();
+        recorded.updates = vec![FirmwareUpdate {
+            component: "bios".into(),
+            url: "http://fw/bios-1.1.bin".into(),
+        }];
+        let after = decide_status(
+            &hfc(&[("bios", "http://fw/bios-1.1.bin")], Some(recorded)),
+            &versions("1.1", "2.0"),
+            "t2",
+        );
+        let bios = &after.components[0];
+        assert_eq!(bios.last_version_flashed, "1.1");
+        assert_eq!(bios.updated_at.as_deref(), Some("t2"));
+        assert_eq!(bios.initial_version, "1.0");
+        assert!(
+            after.components[1].last_version_flashed.is_empty(),
+            "bmc not flashed"
+        );
+        assert_eq!(cond(&after, CHANGE_DETECTED).0, "False");
     }
 }

@@ -70,7 +70,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrometal_api::firmware::{HostFirmwareSettings, HostUpdatePolicy};
+use ferrometal_api::firmware::{HostFirmwareComponents, HostFirmwareSettings, HostUpdatePolicy};
 use ferrometal_api::{BareMetalHost, HardwareData, HostClaim};
 use ferrometal_provisioner::Provisioner;
 use futures::{StreamExt, TryStreamExt};
@@ -138,6 +138,7 @@ pub async fn run(
     let mut hardware_watch = SharedWatch::<HardwareData>::cached();
     let mut claim_watch = SharedWatch::<HostClaim>::cached();
     let mut settings_watch = SharedWatch::<HostFirmwareSettings>::cached();
+    let mut components_watch = SharedWatch::<HostFirmwareComponents>::cached();
     let mut policy_watch = SharedWatch::<HostUpdatePolicy>::cached();
     let host_watches = HostWatches {
         hosts: host_watch.subscribe(),
@@ -145,9 +146,11 @@ pub async fn run(
         secrets: secret_watch.events(),
         hardware: hardware_watch.events(),
         firmware_settings: settings_watch.subscribe(),
+        firmware_components: components_watch.subscribe(),
         update_policies: policy_watch.subscribe(),
     };
     let firmware_settings_watched = settings_watch.subscribe();
+    let firmware_components_watched = components_watch.subscribe();
     let claim_watches = claim::Watches {
         hosts: all_host_watch
             .as_mut()
@@ -206,6 +209,12 @@ pub async fn run(
                 shutdown.clone()
             ),
             settings_watch.run(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                without_managed_fields,
+                shutdown.clone()
+            ),
+            components_watch.run(
                 Api::all(client.clone()),
                 watcher::Config::default(),
                 without_managed_fields,
@@ -273,6 +282,7 @@ pub async fn run(
             hosts: component_hosts.store.clone(),
         }),
         component_hosts,
+        firmware_components_watched,
         shutdown.clone(),
     );
     let (hosts, claims, remote_claims, (), (), (), (), ()) = tokio::join!(
@@ -295,8 +305,9 @@ pub struct HostWatches {
     pub hosts_for_jobs: Events<BareMetalHost>,
     pub secrets: Events<Secret>,
     pub hardware: Events<HardwareData>,
-    /// The hosts' HostFirmwareSettings and HostUpdatePolicies: a change wakes its host.
+    /// The hosts' firmware objects: a change wakes the host of the same name.
     pub firmware_settings: Watched<HostFirmwareSettings>,
+    pub firmware_components: Watched<HostFirmwareComponents>,
     pub update_policies: Watched<HostUpdatePolicy>,
 }
 
@@ -319,6 +330,7 @@ pub async fn run_hosts(
         secrets,
         hardware,
         firmware_settings,
+        firmware_components,
         update_policies,
     } = watches;
     let trigger = host_events
@@ -334,8 +346,11 @@ pub async fn run_hosts(
     ));
     let (ctx, woken) = host::context::HostContext::new(
         shared.clone(),
-        firmware_settings.store,
-        update_policies.store,
+        host::firmware_work::FirmwareStores {
+            settings: firmware_settings.store,
+            components: firmware_components.store,
+            policies: update_policies.store,
+        },
     );
     let ctx = Arc::new(ctx);
     let for_secrets = reader.clone();

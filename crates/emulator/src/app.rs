@@ -12,6 +12,7 @@ use crate::counters::Counters;
 use crate::inventory;
 use crate::media::MediaFetcher;
 use crate::state::{MethodCells, RESET_TYPES, SystemCell};
+use crate::update::Tasks;
 
 /// Returned by the service to make hyper drop the connection unanswered.
 #[derive(Debug)]
@@ -85,6 +86,9 @@ pub struct App {
     pub managers_collection: Bytes,
     /// Fetches inserted images; `None` records them unfetched.
     pub media: Option<MediaFetcher>,
+    /// Firmware update tasks, and how long one takes.
+    pub tasks: Mutex<Tasks>,
+    pub update_delay: Duration,
 }
 
 impl App {
@@ -114,6 +118,8 @@ impl App {
             systems_collection: inventory::systems_collection(config.systems).into(),
             managers_collection: inventory::managers_collection(config.systems).into(),
             media: config.fetch_media.then(MediaFetcher::new),
+            tasks: Mutex::default(),
+            update_delay: config.update_delay,
         }
     }
 
@@ -141,6 +147,10 @@ impl App {
 
     pub fn sessions(&self) -> std::sync::MutexGuard<'_, Sessions> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn tasks(&self) -> std::sync::MutexGuard<'_, Tasks> {
+        self.tasks.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn counters(&self) -> Counters {

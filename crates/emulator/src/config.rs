@@ -21,6 +21,8 @@ pub struct EmulatorConfig {
     /// Fetch every image InsertMedia names and refuse one that is not served, as real BMCs and
     /// sushy-tools do. Off, any URL is recorded unfetched (for fleets without an image server).
     pub fetch_media: bool,
+    /// Time a firmware update (`UpdateService.SimpleUpdate`) takes to complete.
+    pub update_delay: Duration,
 }
 
 impl Default for EmulatorConfig {
@@ -33,6 +35,7 @@ impl Default for EmulatorConfig {
             omit_power_cycle: false,
             initial_power: PowerState::Off,
             fetch_media: true,
+            update_delay: Duration::from_millis(500),
         }
     }
 }
@@ -48,6 +51,7 @@ impl std::fmt::Debug for EmulatorConfig {
             .field("omit_power_cycle", &self.omit_power_cycle)
             .field("initial_power", &self.initial_power)
             .field("fetch_media", &self.fetch_media)
+            .field("update_delay", &self.update_delay)
             .finish()
     }
 }

@@ -125,7 +125,7 @@ fn serial(index: usize) -> String {
     format!("FM{index:08}")
 }
 
-fn odata(id: &str) -> Value {
+pub fn odata(id: &str) -> Value {
     json!({ "@odata.id": id })
 }
 
@@ -160,6 +160,8 @@ pub fn service_root() -> Vec<u8> {
         "Systems": odata("/redfish/v1/Systems"),
         "Managers": odata("/redfish/v1/Managers"),
         "SessionService": odata("/redfish/v1/SessionService"),
+        "UpdateService": odata("/redfish/v1/UpdateService"),
+        "TaskService": odata("/redfish/v1/TaskService"),
         "Links": { "Sessions": odata("/redfish/v1/SessionService/Sessions") },
         "ProtocolFeaturesSupported": {
             "ExpandQuery": {
@@ -221,7 +223,7 @@ pub fn system_expanded(
         Some(controller)
     });
     if expand.links {
-        doc["Links"]["ManagedBy"] = json!([manager(index)]);
+        doc["Links"]["ManagedBy"] = json!([manager(index, s)]);
     }
     doc
 }
@@ -262,7 +264,7 @@ pub fn system(index: usize, s: &SystemState, reset_types: &[&str]) -> Value {
         "Manufacturer": "Ferrometal",
         "Model": if p.sockets == 1 { "Emulated 1U Server" } else { "Emulated 2U Server" },
         "SerialNumber": serial(index),
-        "BiosVersion": "FM-BIOS-1.0.0",
+        "BiosVersion": s.bios_version,
         "SKU": format!("FM-SKU-{}", index % 3),
         "HostName": "",
         "PowerState": s.power.as_str(),
@@ -304,8 +306,8 @@ pub fn system(index: usize, s: &SystemState, reset_types: &[&str]) -> Value {
 }
 
 /// [`system`] rendered straight to JSON text, without building a `Value`
-/// tree: this is the benchmarks' hot path. Every interpolated string comes
-/// from a fixed list or a number, so none needs escaping. `reset_types_json`
+/// tree: this is the benchmarks' hot path. Every interpolated string but the
+/// BIOS version comes from a fixed list or a number, so none needs escaping. `reset_types_json`
 /// is the allowable reset types, already rendered as a JSON array.
 pub fn system_json(index: usize, s: &SystemState, reset_types_json: &str) -> Vec<u8> {
     use std::fmt::Write as _;
@@ -319,7 +321,7 @@ pub fn system_json(index: usize, s: &SystemState, reset_types_json: &str) -> Vec
             r##"{{"@odata.type":"#ComputerSystem.v1_20_0.ComputerSystem","@odata.id":"{base}","##,
             r#""Id":"sys-{index}","Name":"sys-{index}","SystemType":"Physical","UUID":"{uuid}","#,
             r#""Manufacturer":"Ferrometal","Model":"{model}","SerialNumber":"FM{index:08}","#,
-            r#""BiosVersion":"FM-BIOS-1.0.0","#,
+            r#""BiosVersion":{bios_version},"#,
             r#""SKU":"FM-SKU-{sku}","HostName":"","PowerState":"{power}","#,
             r#""Status":{{"State":"Enabled","Health":"OK"}},"#,
             r#""Boot":{{"BootSourceOverrideTarget":"{target}","BootSourceOverrideEnabled":"{enabled}","#,
@@ -339,6 +341,8 @@ pub fn system_json(index: usize, s: &SystemState, reset_types_json: &str) -> Vec
         ),
         base = base,
         index = index,
+        // An update's version comes from an image's file name: the one string escaped.
+        bios_version = Value::String(s.bios_version.clone()),
         uuid = Uuid(index),
         model = if p.sockets == 1 {
             "Emulated 1U Server"
@@ -533,7 +537,7 @@ pub fn drive(index: usize, d: usize) -> Option<Value> {
     }))
 }
 
-pub fn manager(index: usize) -> Value {
+pub fn manager(index: usize, s: &SystemState) -> Value {
     let base = format!("/redfish/v1/Managers/bmc-sys-{index}");
     json!({
         "@odata.type": "#Manager.v1_10_0.Manager",
@@ -541,7 +545,7 @@ pub fn manager(index: usize) -> Value {
         "Id": format!("bmc-sys-{index}"),
         "Name": format!("BMC of sys-{index}"),
         "ManagerType": "BMC",
-        "FirmwareVersion": "1.0.0-emulated",
+        "FirmwareVersion": s.bmc_version,
         "PowerState": "On",
         "Status": { "State": "Enabled", "Health": "OK" },
         "VirtualMedia": odata(&format!("{base}/VirtualMedia")),

@@ -16,6 +16,11 @@
 //! - `/redfish/v1/Managers[/bmc-sys-N]`, `.../VirtualMedia/Cd` with the
 //!   `VirtualMedia.InsertMedia` / `VirtualMedia.EjectMedia` actions; InsertMedia fetches the
 //!   image first and answers an unserved URL with sushy-tools' error (400, 500 or 502)
+//! - `/redfish/v1/Systems/sys-N/Bios[/Settings]` and the attribute registry under
+//!   `/redfish/v1/Registries`: BIOS settings, pending ones applied at the next boot
+//! - `/redfish/v1/UpdateService` with `UpdateService.SimpleUpdate` (a system's BIOS or its
+//!   manager's firmware) and `/redfish/v1/TaskService/Tasks[/{n}]`: the update runs as a task
+//!   (see `update` for the versions it installs and the images that fail)
 //!
 //! Control API (no auth, not counted): `GET /emulator`, `GET /emulator/counters`,
 //! `POST /emulator/counters/reset`, `GET /emulator/systems/{id}`,
@@ -25,8 +30,9 @@
 //! state lives in a `Vec` indexed by the number in the system ID, counters are
 //! atomics and each system has its own short-held mutex.
 
-// Imports go one way: fault, counters, media and resp are leaves; state, config and inventory build
-// on them; app holds the shared state; control and redfish answer requests; server routes.
+// Imports go one way: fault, counters, media and resp are leaves; state, config, inventory and
+// update build on them; app holds the shared state; control and redfish answer requests;
+// server routes.
 mod app;
 mod bios;
 mod config;
@@ -40,6 +46,7 @@ mod redfish;
 mod resp;
 mod server;
 mod state;
+mod update;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -21,6 +21,7 @@ use crate::resp::{
     Resp, bad_request, empty, error, json, json_bytes, method_not_allowed, not_found, unauthorized,
 };
 use crate::state::{BOOT_ENABLED, BOOT_MODES, BOOT_TARGETS, parse_index, parse_system_id};
+use crate::update;
 
 /// Request bodies are tiny JSON documents; refuse anything large.
 const MAX_BODY: usize = 64 * 1024;
@@ -37,6 +38,11 @@ enum Route {
     Registries,
     RegistryFile,
     Registry,
+    UpdateService,
+    SimpleUpdate,
+    TaskService,
+    Tasks,
+    Task(u64),
     /// A resource belonging to system `.0`.
     Sys(usize, SysRoute),
     NotFound,
@@ -101,6 +107,14 @@ fn parse_route(path: &str, count: usize) -> Route {
         },
         ["Systems"] => Route::Systems,
         ["Managers"] => Route::Managers,
+        ["UpdateService"] => Route::UpdateService,
+        ["UpdateService", "Actions", "UpdateService.SimpleUpdate"] => Route::SimpleUpdate,
+        ["TaskService"] => Route::TaskService,
+        ["TaskService", "Tasks"] => Route::Tasks,
+        ["TaskService", "Tasks", id] => match parse_index(id, usize::MAX) {
+            Some(id) => Route::Task(id as u64),
+            None => Route::NotFound,
+        },
         ["Registries"] => Route::Registries,
         ["Registries", bios::REGISTRY_FILE] => Route::RegistryFile,
         ["Registries", bios::REGISTRY_FILE, file]
@@ -234,6 +248,31 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Result<Resp, ResetConn
         Route::Registries => only_get(&req, || json(StatusCode::OK, &bios::registries_doc())),
         Route::RegistryFile => only_get(&req, || json(StatusCode::OK, &bios::registry_file_doc())),
         Route::Registry => only_get(&req, || json(StatusCode::OK, &bios::registry_doc())),
+        Route::UpdateService => {
+            only_get(&req, || json(StatusCode::OK, &update::update_service_doc()))
+        }
+        Route::SimpleUpdate if req.method() == Method::POST => simple_update(app, req).await,
+        Route::SimpleUpdate => method_not_allowed("POST"),
+        Route::TaskService => only_get(&req, || json(StatusCode::OK, &update::task_service_doc())),
+        Route::Tasks => only_get(&req, || {
+            json(
+                StatusCode::OK,
+                &update::tasks_collection(&app.tasks().ids()),
+            )
+        }),
+        Route::Task(id) => only_get(&req, || {
+            let settled = app.tasks().settle(id, Instant::now());
+            match settled {
+                Some((doc, flash)) => {
+                    if let Some(flash) = flash {
+                        let index = flash.system;
+                        flash.apply(&mut app.systems[index].lock(Instant::now()));
+                    }
+                    json(StatusCode::OK, &doc)
+                }
+                None => not_found(path),
+            }
+        }),
         Route::Sys(index, r) => system_request(app, index, r, req).await,
     };
     Ok(match rewrite {
@@ -345,7 +384,10 @@ async fn system_request(app: &App, index: usize, route: SysRoute, req: Request<I
             let s = app.systems[index].lock(Instant::now());
             found(Some(bios::bios_doc(&base, index, &s.bios)))
         }
-        SysRoute::Manager => found(Some(inventory::manager(index))),
+        SysRoute::Manager => {
+            let s = app.systems[index].lock(Instant::now());
+            found(Some(inventory::manager(index, &s)))
+        }
         SysRoute::VirtualMedia => found(Some(inventory::virtual_media_collection(index))),
         SysRoute::Cd => {
             let doc = inventory::virtual_cd(index, &app.systems[index].lock(Instant::now()));
@@ -602,6 +644,62 @@ async fn patch_bios(app: &App, index: usize, req: Request<Incoming>) -> Resp {
     let names: Vec<&str> = attributes.keys().map(String::as_str).collect();
     s.record(format!("PatchBios:{}", names.join(",")));
     empty(StatusCode::NO_CONTENT)
+}
+
+/// `UpdateService.SimpleUpdate`: one task per target, recorded on the target's system as
+/// `SimpleUpdate:<Bios|Bmc>:<image>`; answered 202 with the (first) task's location.
+async fn simple_update(app: &App, req: Request<Incoming>) -> Resp {
+    let body = match read_json(req).await {
+        Ok(body) => body,
+        Err(resp) => return resp,
+    };
+    let Some(image) = body.get("ImageURI").and_then(Value::as_str) else {
+        return bad_request(
+            "Base.1.8.ActionParameterMissing",
+            "The action UpdateService.SimpleUpdate requires the parameter ImageURI.",
+        );
+    };
+    let targets: Vec<&str> = body
+        .get("Targets")
+        .and_then(Value::as_array)
+        .map(|t| t.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if targets.is_empty() {
+        return bad_request(
+            "Base.1.8.ActionParameterMissing",
+            "The action UpdateService.SimpleUpdate requires the parameter Targets.",
+        );
+    }
+    let mut resolved = Vec::new();
+    for t in &targets {
+        match update::target(t, app.systems.len()) {
+            Some(r) => resolved.push(r),
+            None => {
+                return bad_request(
+                    "Base.1.8.ActionParameterValueNotInList",
+                    &format!("The target {t} is not a system or manager of this service."),
+                );
+            }
+        }
+    }
+    let mut first = None;
+    for (index, component) in resolved {
+        let id = app.tasks().start(index, component, image, app.update_delay);
+        let file = image.rsplit('/').next().unwrap_or(image);
+        app.systems[index]
+            .lock(Instant::now())
+            .record(format!("SimpleUpdate:{component:?}:{file}"));
+        first.get_or_insert((id, component));
+    }
+    let Some((id, component)) = first else {
+        return empty(StatusCode::NO_CONTENT);
+    };
+    let (location, doc) = update::started(id, component, image);
+    let mut resp = json(StatusCode::ACCEPTED, &doc);
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        resp.headers_mut().insert(LOCATION, location);
+    }
+    resp
 }
 
 async fn reset(app: &App, index: usize, req: Request<Incoming>) -> Resp {

@@ -136,6 +136,9 @@ pub struct SystemState {
     pub fault: Option<Fault>,
     /// BIOS settings: applied and pending (taken at the next boot).
     pub bios: crate::bios::BiosState,
+    /// Firmware versions: the system's `BiosVersion`, its manager's `FirmwareVersion`.
+    pub bios_version: String,
+    pub bmc_version: String,
 }
 
 impl SystemState {
@@ -156,6 +159,8 @@ impl SystemState {
             version: 1,
             fault: None,
             bios: Default::default(),
+            bios_version: "FM-BIOS-1.0.0".into(),
+            bmc_version: "1.0.0-emulated".into(),
         }
     }
 

@@ -323,11 +323,10 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
     assert_eq!(schema["spec"]["schema"]["SerialNumber"]["read_only"], true);
     assert_eq!(schema["spec"]["schema"]["NumCores"]["upper_bound"], 64);
 
-    // Firmware versions: the BIOS's and the BMC's, first seen kept as initial; an update asked
-    // for is detected and said not to be applied; a component metal3 refuses is invalid.
+    // Firmware versions: the BIOS's and the BMC's, first seen kept as initial; a component
+    // metal3 refuses is invalid, and nothing is flashed.
     let hfc_yaml = "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareComponents\n\
-                    metadata: {name: node-0, namespace: infra}\n\
-                    spec: {updates: [{component: bios, url: 'http://fw.example/bios-2.bin'}]}\n";
+                    metadata: {name: node-0, namespace: infra}\nspec: {updates: []}\n";
     let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(hfc_yaml));
     assert!(out.status.success(), "{}", output_text(&out));
     let hfc = || {
@@ -357,9 +356,7 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
     let bmc = components.iter().find(|c| c["component"] == "bmc").unwrap();
     assert_eq!(bmc["currentVersion"], "1.0.0-emulated");
     assert_eq!(condition(&got, "Valid").unwrap().0, "True");
-    let (changed, why) = condition(&got, "ChangeDetected").unwrap();
-    assert_eq!(changed, "True");
-    assert!(why.contains("does not update firmware yet"), "{why}");
+    assert_eq!(condition(&got, "ChangeDetected").unwrap().0, "False");
     s.ok(&[
         "patch",
         "hostfirmwarecomponents",
@@ -398,7 +395,7 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
     );
     for action in emu.state(0).actions {
         assert!(
-            !action.starts_with("PatchBios"),
+            !action.starts_with("PatchBios") && !action.starts_with("SimpleUpdate"),
             "sent to the BMC: {action}"
         );
     }
@@ -606,4 +603,178 @@ async fn bios_settings_change_in_preparing_and_on_a_provisioned_hosts_reboot_onl
     ] {
         assert!(events.contains(&reason.to_string()), "{reason}: {events:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_error() {
+    use ferrometal_emulator::{Emulator, EmulatorConfig};
+    let emu = Emulator::start(
+        EmulatorConfig {
+            systems: 1,
+            power_delay: std::time::Duration::from_millis(100),
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), free_port(), &["--power-poll-interval", "2"]);
+    let address = emu
+        .system_url(0)
+        .replace("http://", "redfish-virtualmedia+http://");
+    s.ok(&["create", "namespace", "infra"]);
+    let host = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: bmc, namespace: infra}}\n\
+         stringData: {{username: admin, password: password}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: node-0, namespace: infra}}\n\
+         spec: {{online: false, bmc: {{address: \"{address}\", credentialsName: bmc}}}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareComponents\nmetadata: {{name: node-0, namespace: infra}}\n\
+         spec: {{updates: [{{component: bios, url: 'http://fw.example/bios-2.1.0.bin'}}]}}\n"
+    );
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(&host));
+    assert!(out.status.success(), "{}", output_text(&out));
+    let hfc = || {
+        s.json(&[
+            "get",
+            "hostfirmwarecomponents",
+            "node-0",
+            "-n",
+            "infra",
+            "-o",
+            "json",
+        ])
+    };
+    let bmh = || s.json(&["get", "bmh", "node-0", "-n", "infra", "-o", "json"]);
+    let component = |h: &Value, name: &str| {
+        h["status"]["components"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["component"] == name).cloned())
+            .unwrap_or_default()
+    };
+    let updates = || -> Vec<String> {
+        emu.state(0)
+            .actions
+            .into_iter()
+            .filter(|a| a.starts_with("SimpleUpdate"))
+            .collect()
+    };
+    // In preparing: flashed, followed to the end, recorded, read back.
+    s.wait("the BIOS flashed and recorded, the host available", || {
+        let h = hfc();
+        component(&h, "bios")["lastVersionFlashed"] == "bios-2.1.0"
+            && condition(&h, "ChangeDetected").is_some_and(|(c, _)| c == "False")
+            && bmh()["status"]["provisioning"]["state"] == "available"
+    });
+    let h = hfc();
+    assert_eq!(component(&h, "bios")["initialVersion"], "FM-BIOS-1.0.0");
+    assert_eq!(component(&h, "bios")["currentVersion"], "bios-2.1.0");
+    assert_eq!(h["status"]["updates"], h["spec"]["updates"]);
+    assert_eq!(updates(), ["SimpleUpdate:Bios:bios-2.1.0.bin"]);
+    assert!(host_events(&s, "node-0").contains(&"FirmwareUpdated".to_string()));
+
+    // An image the BMC refuses: a preparation error with the BMC's message; nothing else
+    // changes, and the corrected URL goes through.
+    s.ok(&[
+        "patch",
+        "hostfirmwarecomponents",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"updates":[{"component":"bmc","url":"http://fw.example/bmc-corrupt.bin"}]}}"#,
+    ]);
+    s.wait("the failed update reported", || {
+        let b = bmh();
+        b["status"]["errorType"] == "preparation error"
+            && b["status"]["errorMessage"]
+                .as_str()
+                .is_some_and(|m| m.contains("bmc-corrupt.bin failed verification"))
+    });
+    assert_eq!(component(&hfc(), "bmc")["currentVersion"], "1.0.0-emulated");
+    assert_eq!(component(&hfc(), "bios")["currentVersion"], "bios-2.1.0");
+    assert_eq!(bmh()["status"]["provisioning"]["state"], "preparing");
+    s.ok(&[
+        "patch",
+        "hostfirmwarecomponents",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"updates":[{"component":"bmc","url":"http://fw.example/bmc-2.0.bin"}]}}"#,
+    ]);
+    s.wait("the corrected update made, the host available", || {
+        let b = bmh();
+        component(&hfc(), "bmc")["currentVersion"] == "bmc-2.0"
+            && b["status"]["provisioning"]["state"] == "available"
+            && b["status"]
+                .get("errorType")
+                .is_none_or(|e| e.is_null() || e == "")
+    });
+
+    // A provisioned host: only with `firmwareUpdates: onReboot`, on its next reboot.
+    s.ok(&[
+        "patch",
+        "bmh",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"externallyProvisioned":true,"online":true}}"#,
+    ]);
+    s.wait("externally provisioned and on", || {
+        let b = bmh();
+        b["status"]["provisioning"]["state"] == "externally provisioned"
+            && b["status"]["poweredOn"] == true
+    });
+    let policy = "apiVersion: metal3.io/v1alpha1\nkind: HostUpdatePolicy\n\
+                  metadata: {name: node-0, namespace: infra}\nspec: {firmwareUpdates: onReboot}\n";
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(policy));
+    assert!(out.status.success(), "{}", output_text(&out));
+    s.ok(&[
+        "patch",
+        "hostfirmwarecomponents",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"updates":[{"component":"bios","url":"http://fw.example/bios-3.0.bin"}]}}"#,
+    ]);
+    s.wait("the change detected", || {
+        condition(&hfc(), "ChangeDetected").is_some_and(|(c, _)| c == "True")
+    });
+    let flashed = updates().len();
+    assert_eq!(
+        flashed,
+        3,
+        "nothing flashed before the reboot: {:?}",
+        updates()
+    );
+    s.ok(&[
+        "annotate",
+        "bmh",
+        "node-0",
+        "-n",
+        "infra",
+        "reboot.metal3.io=",
+    ]);
+    s.wait("serviced on the reboot", || {
+        let b = bmh();
+        component(&hfc(), "bios")["currentVersion"] == "bios-3.0"
+            && b["status"]["operationalStatus"] == "OK"
+            && b["status"]["poweredOn"] == true
+    });
+    assert_eq!(
+        bmh()["status"]["provisioning"]["state"],
+        "externally provisioned"
+    );
+    assert_eq!(updates().len(), 4);
 }

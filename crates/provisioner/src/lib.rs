@@ -63,17 +63,38 @@ pub struct Deployment {
 }
 
 /// Firmware changes to make on a host: the wanted BIOS settings of its HostFirmwareSettings
-/// that differ from what the BMC reports, already validated against the BMC's registry.
+/// that differ from what the BMC reports (validated against the BMC's registry), and the
+/// updates of its HostFirmwareComponents not applied yet.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FirmwareChanges {
     /// Attribute name → wanted value, as metal3 writes it (text; numbers and booleans are
     /// typed by the BMC's registry or by the value the BMC reports now).
     pub settings: std::collections::BTreeMap<String, String>,
+    /// Firmware images to flash, one component at a time, in this order.
+    pub updates: Vec<ComponentUpdate>,
+}
+
+/// One firmware update: metal3's component name (`bios`, `bmc`, `nic:...`) and the image URL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ComponentUpdate {
+    pub component: String,
+    pub url: String,
 }
 
 impl FirmwareChanges {
     pub fn is_empty(&self) -> bool {
-        self.settings.is_empty()
+        self.settings.is_empty() && self.updates.is_empty()
+    }
+
+    /// What they change, for messages: attribute names and component names.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self.settings.keys().cloned().collect();
+        parts.extend(
+            self.updates
+                .iter()
+                .map(|u| format!("{} firmware", u.component)),
+        );
+        parts.join(", ")
     }
 }
 
@@ -242,9 +263,9 @@ pub trait Provisioner: Send + Sync + 'static {
     async fn prepare(&self, host: &HostInfo) -> Result<Step>;
 
     /// Make the host's firmware what `changes` asks: BIOS settings staged in the BMC's pending
-    /// settings, the boot that applies them, then a read that proves every value took. `Done`
-    /// once the BMC reports every wanted value; a value the BMC did not take after the boot is
-    /// an error naming it. The boot is of whatever the host boots by itself (a provisioned
+    /// settings, the boot that applies them, then a read that proves every value took; then
+    /// each firmware update, one at a time, followed to its end. `Done` once all are made; a
+    /// value the BMC did not take after the boot, or a failed update, is an error naming it. The boot is of whatever the host boots by itself (a provisioned
     /// host's installed OS, untouched), and the host is left on. Backends that cannot refuse
     /// with the reason.
     async fn change_firmware(&self, host: &HostInfo, changes: &FirmwareChanges) -> Result<Step> {

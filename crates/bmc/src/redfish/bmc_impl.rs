@@ -231,6 +231,18 @@ impl Bmc for RedfishBmc {
         self.read_firmware_versions().await
     }
 
+    async fn start_update(
+        &self,
+        component: crate::FirmwareComponent,
+        image: &str,
+    ) -> Result<String, BmcError> {
+        self.simple_update(component, image).await
+    }
+
+    async fn update_state(&self, task: &str) -> Result<crate::UpdateState, BmcError> {
+        self.read_task(task).await
+    }
+
     async fn inventory(&self) -> Result<Inventory, BmcError> {
         let system = if self.expand_supported().await {
             let path = self.system_path().await?;

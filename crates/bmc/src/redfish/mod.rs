@@ -6,14 +6,16 @@
 //! support) is remembered so steady-state calls cost one request.
 //!
 //! `transport` sends the requests (HTTP, session, limits, errors); `client` is the client with
-//! what it learned; `bmc_impl` implements the `Bmc` trait on it; `parse` reads the BMC's JSON; `bios` reads
-//! and stages BIOS settings and their registry.
+//! what it learned; `bmc_impl` implements the `Bmc` trait on it; `parse` reads the BMC's JSON;
+//! `bios` reads and stages BIOS settings and their registry; `update` starts firmware updates
+//! and follows their tasks.
 
 mod bios;
 mod bmc_impl;
 mod client;
 mod parse;
 mod transport;
+mod update;
 
 pub use client::RedfishBmc;
 pub use parse::choose_reset_type;

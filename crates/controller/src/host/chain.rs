@@ -174,6 +174,7 @@ impl Chain {
                 total.memo = MemoChange::Forget;
             }
         }
+        total.updates_done.extend(d.updates_done);
         if d.error_category.is_some() {
             total.error_category = d.error_category;
         }

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
-use ferrometal_api::firmware::{HostFirmwareSettings, HostUpdatePolicy};
 use ferrometal_api::{BareMetalHost, BareMetalHostStatus};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::chain::Resume;
 use super::decide::Memo;
+use super::firmware_work::FirmwareStores;
 use crate::config::Timing;
 use crate::context::Context;
 use crate::detached::Detached;
@@ -33,9 +33,8 @@ pub struct HostContext {
     pub capacity_grants: tokio::sync::Mutex<HashMap<String, std::time::Instant>>,
     /// Host BMC calls running off the reconcile workers.
     pub detached: Detached<BareMetalHost, Resume>,
-    /// The hosts' HostFirmwareSettings and HostUpdatePolicies (named after their hosts).
-    pub firmware_settings: Store<HostFirmwareSettings>,
-    pub update_policies: Store<HostUpdatePolicy>,
+    /// The hosts' firmware objects (named after their hosts).
+    pub firmware: FirmwareStores,
 }
 
 // Host reconciles read the shared fields (client, provisioner, config, ...) as their own.
@@ -50,8 +49,7 @@ impl Deref for HostContext {
 impl HostContext {
     pub fn new(
         shared: Arc<Context>,
-        firmware_settings: Store<HostFirmwareSettings>,
-        update_policies: Store<HostUpdatePolicy>,
+        firmware: FirmwareStores,
     ) -> (HostContext, UnboundedReceiver<ObjectRef<BareMetalHost>>) {
         let (detached, woken) = Detached::new();
         let ctx = HostContext {
@@ -63,8 +61,7 @@ impl HostContext {
             written: Mutex::default(),
             capacity_grants: Default::default(),
             detached,
-            firmware_settings,
-            update_policies,
+            firmware,
         };
         (ctx, woken)
     }

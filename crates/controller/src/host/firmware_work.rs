@@ -1,13 +1,44 @@
-//! What a host's HostFirmwareSettings and HostUpdatePolicy (both named after the host, in its
-//! namespace) ask of it, read from the caches the host controller keeps of them.
+//! What a host's HostFirmwareSettings, HostFirmwareComponents and HostUpdatePolicy (all named
+//! after the host, in its namespace) ask of it, read from the caches the host controller keeps
+//! of them.
 
 use ferrometal_api::BareMetalHost;
-use ferrometal_api::firmware::{HostFirmwareSettings, HostUpdatePolicy, VALID, wanted_text};
-use ferrometal_provisioner::FirmwareChanges;
+use ferrometal_api::firmware::{
+    FirmwareUpdate, HostFirmwareComponents, HostFirmwareSettings, HostUpdatePolicy, VALID,
+    wanted_text,
+};
+use ferrometal_provisioner::{ComponentUpdate, FirmwareChanges};
 use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::decide::FirmwareWork;
+
+fn validated(conditions: &[ferrometal_api::Condition], generation: Option<i64>) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == VALID && c.status == "True" && c.observed_generation == generation)
+}
+
+/// The updates to make: those of a validated object not yet recorded as made (metal3's
+/// difference of `spec.updates` and `status.updates`).
+pub fn component_updates(hfc: &HostFirmwareComponents) -> Vec<ComponentUpdate> {
+    let Some(status) = hfc.status.as_ref() else {
+        return Vec::new();
+    };
+    if !validated(&status.conditions, hfc.metadata.generation) {
+        return Vec::new();
+    }
+    hfc.spec
+        .updates
+        .iter()
+        .filter(|u| !status.updates.contains(u))
+        .map(|u| ComponentUpdate {
+            component: u.component.clone(),
+            url: u.url.clone(),
+        })
+        .collect()
+}
 
 /// The settings to change: only from an object whose wanted settings were validated, for its
 /// current generation, against a read of the BMC; only those the BMC does not report already.
@@ -15,10 +46,7 @@ pub fn settings_changes(hfs: &HostFirmwareSettings) -> FirmwareChanges {
     let Some(status) = hfs.status.as_ref().filter(|s| !s.settings.is_empty()) else {
         return FirmwareChanges::default();
     };
-    let validated = status.conditions.iter().any(|c| {
-        c.type_ == VALID && c.status == "True" && c.observed_generation == hfs.metadata.generation
-    });
-    if !validated {
+    if !validated(&status.conditions, hfs.metadata.generation) {
         return FirmwareChanges::default();
     }
     let settings = hfs
@@ -28,25 +56,85 @@ pub fn settings_changes(hfs: &HostFirmwareSettings) -> FirmwareChanges {
         .map(|(name, value)| (name.clone(), wanted_text(value)))
         .filter(|(name, value)| status.settings.get(name) != Some(value))
         .collect();
-    FirmwareChanges { settings }
+    FirmwareChanges {
+        settings,
+        ..Default::default()
+    }
 }
 
-pub fn firmware_work(
-    host: &BareMetalHost,
-    settings: &Store<HostFirmwareSettings>,
-    policies: &Store<HostUpdatePolicy>,
-) -> FirmwareWork {
+/// The caches the host controller keeps of a host's firmware objects.
+pub struct FirmwareStores {
+    pub settings: Store<HostFirmwareSettings>,
+    pub components: Store<HostFirmwareComponents>,
+    pub policies: Store<HostUpdatePolicy>,
+}
+
+pub fn firmware_work(host: &BareMetalHost, stores: &FirmwareStores) -> FirmwareWork {
     let ns = host.namespace().unwrap_or_default();
     let name = host.name_any();
-    let hfs = settings.get(&ObjectRef::new(&name).within(&ns));
-    let policy = policies.get(&ObjectRef::new(&name).within(&ns));
+    let hfs = stores.settings.get(&ObjectRef::new(&name).within(&ns));
+    let hfc = stores.components.get(&ObjectRef::new(&name).within(&ns));
+    let policy = stores.policies.get(&ObjectRef::new(&name).within(&ns));
+    let mut changes = hfs.as_deref().map(settings_changes).unwrap_or_default();
+    changes.updates = hfc.as_deref().map(component_updates).unwrap_or_default();
+    let settings_read = hfs
+        .as_deref()
+        .and_then(|h| h.status.as_ref()?.last_updated.clone());
+    let components_read = hfc
+        .as_deref()
+        .and_then(|h| h.status.as_ref()?.last_updated.clone());
+    let read = match (settings_read, components_read) {
+        (None, None) => None,
+        (s, c) => Some(format!(
+            "{}|{}",
+            s.unwrap_or_default(),
+            c.unwrap_or_default()
+        )),
+    };
+    let on_reboot = |field: fn(&HostUpdatePolicy) -> &str| {
+        policy.as_deref().is_some_and(|p| field(p) == "onReboot")
+    };
     FirmwareWork {
-        changes: hfs.as_deref().map(settings_changes).unwrap_or_default(),
-        read: hfs
-            .as_deref()
-            .and_then(|h| h.status.as_ref())
-            .and_then(|s| s.last_updated.clone()),
-        on_reboot: policy.is_some_and(|p| p.spec.firmware_settings == "onReboot"),
+        changes,
+        read,
+        settings_on_reboot: on_reboot(|p| &p.spec.firmware_settings),
+        updates_on_reboot: on_reboot(|p| &p.spec.firmware_updates),
+    }
+}
+
+/// Records updates made in the host's HostFirmwareComponents (`status.updates`, as metal3
+/// records them), each replacing an earlier one of the same component.
+pub async fn record_updates(
+    client: &kube::Client,
+    host: &BareMetalHost,
+    stores: &FirmwareStores,
+    done: &[ComponentUpdate],
+) -> Result<(), kube::Error> {
+    let ns = host.namespace().unwrap_or_default();
+    let name = host.name_any();
+    let mut updates = stores
+        .components
+        .get(&ObjectRef::new(&name).within(&ns))
+        .and_then(|h| h.status.clone())
+        .map(|s| s.updates)
+        .unwrap_or_default();
+    for u in done {
+        updates.retain(|r| r.component != u.component);
+        updates.push(FirmwareUpdate {
+            component: u.component.clone(),
+            url: u.url.clone(),
+        });
+    }
+    let api: Api<HostFirmwareComponents> = Api::namespaced(client.clone(), &ns);
+    let patch = serde_json::json!({ "status": { "updates": updates } });
+    match api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Deleted meanwhile: nothing left to record in.
+        Err(e) if crate::error::not_found(&e) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

@@ -22,7 +22,7 @@ use tracing::Instrument;
 use super::chain::{Chain, Next, Resume};
 use super::context::HostContext;
 use super::decide::{Call, Decision, FinalizerChange, MemoChange, Outcome};
-use super::firmware_work::firmware_work;
+use super::firmware_work::{firmware_work, record_updates};
 use crate::detached::Found;
 use crate::error::Error;
 use crate::events::HostEvent;
@@ -99,7 +99,7 @@ async fn reconcile_host(
             }
             let (observation, credentials) =
                 read_credentials(&ctx.client, &ctx.secrets, host).await?;
-            let firmware = firmware_work(host, &ctx.firmware_settings, &ctx.update_policies);
+            let firmware = firmware_work(host, &ctx.firmware);
             (
                 Chain::new(host, observation, credentials, ctx.memo(&key), firmware),
                 None,
@@ -524,6 +524,10 @@ async fn apply(
         MemoChange::Keep => {}
         MemoChange::Set(m) => ctx.set_memo(key, Some(m)),
         MemoChange::Forget => ctx.set_memo(key, None),
+    }
+    // After the memo, which keeps the updates from being made again while this is retried.
+    if !d.updates_done.is_empty() {
+        record_updates(&ctx.client, host, &ctx.firmware, &d.updates_done).await?;
     }
     if d.finalizer == Some(FinalizerChange::Remove) {
         ctx.set_state(key, None);

@@ -81,6 +81,17 @@ pub(super) struct SettingsProgress {
     pub(super) booted: Option<Instant>,
 }
 
+/// How far this process got with one list of firmware updates.
+#[derive(Debug, Clone, Default)]
+pub(super) struct UpdatesProgress {
+    /// The updates this is about.
+    pub(super) wanted: Vec<crate::ComponentUpdate>,
+    /// How many of them (from the front) completed.
+    pub(super) done: usize,
+    /// The BMC's task for the next one, once started.
+    pub(super) task: Option<String>,
+}
+
 #[derive(Default)]
 pub(super) struct HostState {
     pub(super) client: Option<(Fingerprint, Arc<dyn Bmc>)>,
@@ -92,4 +103,5 @@ pub(super) struct HostState {
     /// Deprovisioning a host whose power must stay on restarted it already.
     pub(super) teardown_restarted: bool,
     pub(super) settings: Option<SettingsProgress>,
+    pub(super) updates: Option<UpdatesProgress>,
 }

@@ -16,8 +16,8 @@
 //! `provisioner` holds the backend with its per-host locks and clients, `host_state` what it
 //! remembers per host, `power` how it drives power, `image` what it can deploy, `boot_media`
 //! how an ISO is booted, `agent_boot` the work done through the agent, `settings` how BIOS
-//! settings are applied, `hardware` how an inventory becomes `status.hardware`; this file
-//! implements the trait with them.
+//! settings are applied, `updates` how firmware is flashed, `hardware` how an inventory
+//! becomes `status.hardware`; this file implements the trait with them.
 
 mod agent_boot;
 mod boot_media;
@@ -28,6 +28,7 @@ mod options;
 mod power;
 mod provisioner;
 mod settings;
+mod updates;
 
 use ferrometal_api::annotations::Operation;
 use ferrometal_api::{HardwareDetails, InspectionMode};
@@ -124,10 +125,16 @@ impl Provisioner for RedfishProvisioner {
     }
 
     async fn change_firmware(&self, host: &HostInfo, changes: &FirmwareChanges) -> Result<Step> {
-        if changes.is_empty() {
-            return Ok(Step::Done(()));
+        if !changes.settings.is_empty() {
+            match self.apply_settings(host, changes).await? {
+                Step::Done(()) => {}
+                waiting => return Ok(waiting),
+            }
         }
-        self.apply_settings(host, changes).await
+        if !changes.updates.is_empty() {
+            return self.apply_updates(host, &changes.updates).await;
+        }
+        Ok(Step::Done(()))
     }
 
     async fn provision(&self, host: &HostInfo, deployment: &Deployment) -> Result<Step> {

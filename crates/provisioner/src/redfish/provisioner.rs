@@ -90,6 +90,7 @@ impl RedfishProvisioner {
             st.agent_finish = None;
             st.teardown_restarted = false;
             st.settings = None;
+            st.updates = None;
         }
         let options = BmcOptions {
             timeout: self.options.request_timeout,

@@ -1,4 +1,4 @@
-//! Firmware settings, as metal3 changes them: on a host that is not provisioned, in
+//! Firmware settings and updates, as metal3 makes them: on a host that is not provisioned, in
 //! `preparing` (an available host with changes goes back there); on a provisioned host only
 //! when a HostUpdatePolicy allows it `onReboot`, while the host is off on its way back on after
 //! a reboot (metal3's servicing, operational status `servicing`).
@@ -24,11 +24,18 @@ impl Engine<'_, '_> {
     }
 
     fn firmware_done(&mut self, changes: FirmwareChanges) {
-        let names: Vec<&str> = changes.settings.keys().map(String::as_str).collect();
-        let note = format!("BIOS settings applied and read back: {}", names.join(", "));
+        if !changes.settings.is_empty() {
+            let names: Vec<&str> = changes.settings.keys().map(String::as_str).collect();
+            let note = format!("BIOS settings applied and read back: {}", names.join(", "));
+            self.event("FirmwareSettingsApplied", note);
+        }
+        for u in &changes.updates {
+            let note = format!("{} firmware updated from {}", u.component, u.url);
+            self.event("FirmwareUpdated", note);
+        }
+        self.d.updates_done.extend(changes.updates.iter().cloned());
         let read = self.input.firmware.read.clone();
         self.memo_mut().firmware_done = Some((changes, read));
-        self.event("FirmwareSettingsApplied", note);
     }
 
     /// In `preparing`: the settings first, then whatever else preparing does.
@@ -59,12 +66,16 @@ impl Engine<'_, '_> {
         }
         let servicing = self.st.operational_status == OperationalStatus::Servicing
             || self.st.error_type == Some(ErrorType::Servicing);
-        let changes = self
-            .input
-            .firmware
-            .on_reboot
-            .then(|| self.pending_firmware())
-            .flatten();
+        let work = self.input.firmware;
+        let changes = self.pending_firmware().and_then(|mut c| {
+            if !work.settings_on_reboot {
+                c.settings.clear();
+            }
+            if !work.updates_on_reboot {
+                c.updates.clear();
+            }
+            (!c.is_empty()).then_some(c)
+        });
         let starts = changes.is_some() && want_on && !self.st.powered_on;
         if !servicing && !starts {
             return Ok(());
@@ -79,10 +90,9 @@ impl Engine<'_, '_> {
         if !servicing {
             // Written before the BMC is touched: after a restart the host resumes servicing.
             self.st.operational_status = OperationalStatus::Servicing;
-            let names: Vec<&str> = changes.settings.keys().map(String::as_str).collect();
             self.event(
                 "ServicingStarted",
-                format!("applying BIOS settings on reboot: {}", names.join(", ")),
+                format!("changing on reboot: {}", changes.describe()),
             );
             return self.requeue(NOW);
         }

@@ -7,7 +7,9 @@ use std::time::Duration;
 use ferrometal_api::annotations::Operation;
 use ferrometal_api::{BareMetalHostSpec, BareMetalHostStatus, HardwareDetails};
 use ferrometal_bmc::PowerState;
-use ferrometal_provisioner::{FirmwareChanges, PowerOffMode, ProvisionerError, Registration};
+use ferrometal_provisioner::{
+    ComponentUpdate, FirmwareChanges, PowerOffMode, ProvisionerError, Registration,
+};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::config::Timing;
@@ -39,11 +41,13 @@ pub struct FirmwareWork {
     /// Wanted settings that are valid (against the BMC's registry, for the object's current
     /// generation) and differ from what the BMC reported; empty: nothing to do.
     pub changes: FirmwareChanges,
-    /// The read of the BMC those come from (the object's `status.lastUpdated`).
+    /// The reads of the BMC those come from (the objects' `status.lastUpdated`).
     pub read: Option<String>,
     /// A HostUpdatePolicy says `firmwareSettings: onReboot`: a provisioned host's settings
     /// change when it reboots (metal3's servicing).
-    pub on_reboot: bool,
+    pub settings_on_reboot: bool,
+    /// ... and `firmwareUpdates: onReboot`: its firmware is updated then.
+    pub updates_on_reboot: bool,
 }
 
 /// The one provisioner call a reconcile makes.
@@ -130,6 +134,8 @@ pub struct Decision {
     pub memo: MemoChange,
     /// `None`: wait for a change to the host.
     pub requeue: Option<Duration>,
+    /// Firmware updates just made: recorded in the HostFirmwareComponents' `status.updates`.
+    pub updates_done: Vec<ComponentUpdate>,
     /// Low-cardinality cause when this reconcile recorded a host error (for metrics).
     pub error_category: Option<&'static str>,
 }

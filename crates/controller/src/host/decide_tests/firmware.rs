@@ -6,6 +6,7 @@ use ferrometal_provisioner::FirmwareChanges;
 fn changes() -> FirmwareChanges {
     FirmwareChanges {
         settings: [("ProcVirtualization".to_string(), "Disabled".to_string())].into(),
+        ..Default::default()
     }
 }
 
@@ -13,7 +14,8 @@ fn work(on_reboot: bool) -> FirmwareWork {
     FirmwareWork {
         changes: changes(),
         read: Some("2026-01-01T00:00:00Z".into()),
-        on_reboot,
+        settings_on_reboot: on_reboot,
+        updates_on_reboot: false,
     }
 }
 
@@ -217,6 +219,75 @@ fn provisioned_hosts_change_only_in_servicing() {
             |d| {
                 assert_eq!(st(d).error_type, None);
                 assert_eq!(status(d), OperationalStatus::Ok);
+            },
+        ),
+    ]);
+}
+
+fn update() -> FirmwareChanges {
+    FirmwareChanges {
+        updates: vec![ferrometal_provisioner::ComponentUpdate {
+            component: "bios".into(),
+            url: "http://fw/bios-2.bin".into(),
+        }],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn firmware_updates_follow_their_own_policy() {
+    let updating = |settings_on_reboot, updates_on_reboot| FirmwareWork {
+        changes: update(),
+        read: Some("t".into()),
+        settings_on_reboot,
+        updates_on_reboot,
+    };
+    check_all(vec![
+        case(
+            "preparing: an update is made and recorded",
+            with(fx(S::Preparing), |f| f.firmware = updating(false, false)),
+            Some(Call::ChangeFirmware(update())),
+            Some(Outcome::Done),
+            |d| {
+                assert!(has_event(d, "FirmwareUpdated"));
+                assert_eq!(d.updates_done, update().updates);
+            },
+        ),
+        case(
+            "provisioned, off on its way on, settings allowed on reboot but not updates → no servicing",
+            with(fx(S::Provisioned), |f| {
+                f.firmware = updating(true, false);
+                f.status_mut().powered_on = false;
+            }),
+            Some(Call::PowerOn),
+            Some(Outcome::Done),
+            |d| assert_eq!(status(d), OperationalStatus::Ok),
+        ),
+        case(
+            "provisioned, off on its way on, updates allowed on reboot → servicing",
+            with(fx(S::Provisioned), |f| {
+                f.firmware = updating(false, true);
+                f.status_mut().powered_on = false;
+            }),
+            None,
+            None,
+            |d| assert_eq!(status(d), OperationalStatus::Servicing),
+        ),
+        case(
+            "a failed update while servicing → servicing error, nothing recorded",
+            with(fx(S::Provisioned), |f| {
+                f.firmware = updating(false, true);
+                f.status_mut().operational_status = OperationalStatus::Servicing;
+            }),
+            Some(Call::ChangeFirmware(update())),
+            Some(failed(
+                ErrorKind::Failed,
+                "bios firmware update failed: image verification failed",
+            )),
+            |d| {
+                assert_eq!(st(d).error_type, Some(ErrorType::Servicing));
+                assert!(st(d).error_message.contains("verification"));
+                assert!(d.updates_done.is_empty());
             },
         ),
     ]);
