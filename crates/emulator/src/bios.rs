@@ -175,6 +175,11 @@ impl BiosState {
         Ok(())
     }
 
+    /// A boot that ignores the pending settings (the `drop_bios_settings` fault).
+    pub fn drop_pending(&mut self) {
+        self.pending.clear();
+    }
+
     /// A boot takes the pending settings. A password is taken but never shown.
     pub fn apply_pending(&mut self) {
         for (name, value) in std::mem::take(&mut self.pending) {

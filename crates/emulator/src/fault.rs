@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 /// JSON form (also the control endpoint's body):
 /// `{"kind":"http500"|"hang"|"unauthorized"|"connection_reset"|"latency","latency_ms":N}`,
 /// and the hostile BMCs: `{"kind":"foreign_links"|"redirect","origin":"http://host:port"}`,
-/// `{"kind":"huge_body"|"long_error","bytes":N}`, `{"kind":"many_members","count":N}`.
+/// `{"kind":"huge_body"|"long_error","bytes":N}`, `{"kind":"many_members","count":N}`, and
+/// `{"kind":"drop_bios_settings"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "FaultSpec", into = "FaultSpec")]
 pub enum Fault {
@@ -34,6 +35,9 @@ pub enum Fault {
     LongError(u64),
     /// Every collection in the answers lists its first member this many times.
     ManyMembers(u64),
+    /// Requests are answered normally, but a boot drops the pending BIOS settings instead of
+    /// applying them, saying nothing (a BMC that silently ignores a setting).
+    DropBiosSettings,
 }
 
 #[derive(Default, Serialize, Deserialize)]
@@ -50,6 +54,7 @@ enum FaultKind {
     HugeBody,
     LongError,
     ManyMembers,
+    DropBiosSettings,
 }
 
 #[derive(Default, Serialize, Deserialize)]
@@ -99,6 +104,7 @@ impl TryFrom<FaultSpec> for Fault {
                 }
                 _ => return Err("this fault kind needs \"bytes\" (at most 1 GiB)".into()),
             },
+            FaultKind::DropBiosSettings => Fault::DropBiosSettings,
             FaultKind::ManyMembers => match spec.count {
                 Some(n) if n <= 1_000_000 => Fault::ManyMembers(n),
                 _ => {
@@ -146,6 +152,7 @@ impl From<Fault> for FaultSpec {
                 count: Some(n),
                 ..spec(FaultKind::ManyMembers)
             },
+            Fault::DropBiosSettings => spec(FaultKind::DropBiosSettings),
         }
     }
 }

@@ -182,7 +182,7 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Result<Resp, ResetConn
         let cell = &app.systems[index];
         cell.counts.count(req.method());
         match cell.fault() {
-            None => {}
+            None | Some(Fault::DropBiosSettings) => {}
             Some(Fault::Http500) => {
                 return Ok(error(
                     StatusCode::INTERNAL_SERVER_ERROR,

@@ -189,7 +189,11 @@ impl SystemState {
 
     fn boot(&mut self) {
         self.boots += 1;
-        self.bios.apply_pending();
+        if self.fault == Some(Fault::DropBiosSettings) {
+            self.bios.drop_pending();
+        } else {
+            self.bios.apply_pending();
+        }
         let overridden = self.boot_enabled != "Disabled" && self.boot_target != "None";
         self.last_boot = Some(if overridden {
             self.boot_target

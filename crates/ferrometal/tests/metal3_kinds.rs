@@ -603,6 +603,113 @@ async fn bios_settings_change_in_preparing_and_on_a_provisioned_hosts_reboot_onl
     ] {
         assert!(events.contains(&reason.to_string()), "{reason}: {events:?}");
     }
+
+    // kill -9 while servicing, once the setting is staged: the server that comes back on the
+    // same store finishes the servicing; the setting is staged once and applied by one boot.
+    s.ok(&[
+        "patch",
+        "hfs",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"settings":{"NumCores":32}}}"#,
+    ]);
+    s.wait("the change detected", || {
+        condition(&hfs(), "ChangeDetected")
+            .is_some_and(|(c, why)| c == "True" && why.contains("NumCores"))
+    });
+    // A slow BMC keeps the servicing going long enough to be cut short.
+    emu.set_fault(
+        0,
+        Some(ferrometal_emulator::Fault::Latency(
+            std::time::Duration::from_millis(700),
+        )),
+    );
+    let patches = bios_patches(&emu).len();
+    let boots = emu.state(0).boots;
+    s.ok(&[
+        "annotate",
+        "bmh",
+        "node-0",
+        "-n",
+        "infra",
+        "reboot.metal3.io=",
+    ]);
+    let mut s = s;
+    s.wait("the setting staged", || bios_patches(&emu).len() > patches);
+    s.kill();
+    emu.set_fault(0, None);
+    let port = s.port;
+    let s = serve(dir.path(), port, &["--power-poll-interval", "2"]);
+    let bmh = || s.json(&["get", "bmh", "node-0", "-n", "infra", "-o", "json"]);
+    assert_eq!(
+        bmh()["status"]["operationalStatus"],
+        "servicing",
+        "the servicing the killed server started is on record"
+    );
+    s.wait("servicing finished by the new server", || {
+        let b = bmh();
+        b["status"]["operationalStatus"] == "OK" && b["status"]["poweredOn"] == true
+    });
+    assert_eq!(bios_value(&emu, "NumCores").await, 32);
+    assert_eq!(
+        bios_patches(&emu)[patches..],
+        ["PatchBios:NumCores"],
+        "staged once"
+    );
+    assert_eq!(emu.state(0).boots, boots + 1, "applied by one boot");
+    assert_eq!(
+        bmh()["status"]["provisioning"]["state"],
+        "externally provisioned"
+    );
+
+    // A BMC that silently drops a setting at boot: an error naming it, not success; once the
+    // BMC takes settings again, the retry makes the change.
+    emu.set_fault(0, Some(ferrometal_emulator::Fault::DropBiosSettings));
+    s.ok(&[
+        "patch",
+        "bmh",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"externallyProvisioned":false,"online":false}}"#,
+    ]);
+    s.ok(&[
+        "patch",
+        "hfs",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"settings":{"ProcTurboMode":"Enabled"}}}"#,
+    ]);
+    s.wait("the dropped setting reported", || {
+        let b = bmh();
+        b["status"]["errorType"] == "preparation error"
+            && b["status"]["errorMessage"]
+                .as_str()
+                .is_some_and(|m| m.contains("did not apply") && m.contains("ProcTurboMode"))
+    });
+    assert_eq!(bios_value(&emu, "ProcTurboMode").await, "Disabled");
+    emu.set_fault(0, None);
+    s.wait("the retry applied it", || {
+        let b = bmh();
+        b["status"]["provisioning"]["state"] == "available"
+            && b["status"]["errorType"].is_null()
+            && hfs_of(&s)["status"]["settings"]["ProcTurboMode"] == "Enabled"
+    });
+}
+
+fn hfs_of(s: &Serve) -> Value {
+    s.json(&["get", "hfs", "node-0", "-n", "infra", "-o", "json"])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
