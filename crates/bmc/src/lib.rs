@@ -108,6 +108,32 @@ pub trait Bmc: Send + Sync {
             what: "firmware updates".into(),
         })
     }
+    /// The hardware RAID volumes of the system's storage controller.
+    async fn volumes(&self) -> Result<Vec<RaidVolume>, BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "hardware RAID".into(),
+        })
+    }
+    /// The controller's drives (paths), for volumes that name their disks.
+    async fn drives(&self) -> Result<Vec<String>, BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "hardware RAID".into(),
+        })
+    }
+    async fn create_volume(&self, _request: &VolumeRequest) -> Result<(), BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "hardware RAID".into(),
+        })
+    }
+    async fn delete_volume(&self, _path: &str) -> Result<(), BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "hardware RAID".into(),
+        })
+    }
     /// Ends any session the client holds; basic-auth clients have nothing to do.
     async fn logout(&self) -> Result<(), BmcError> {
         Ok(())

@@ -354,6 +354,30 @@ impl Bios {
     }
 }
 
+/// A hardware RAID volume as the BMC reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RaidVolume {
+    /// Its resource, for deleting it.
+    pub path: String,
+    pub name: String,
+    /// Redfish `RAIDType`: `RAID0`, `RAID1`, `RAID5`, `RAID6`, `RAID10`, `RAID50`, `RAID60`.
+    pub raid_type: String,
+    pub capacity_bytes: Option<u64>,
+    /// Drive paths.
+    pub drives: Vec<String>,
+}
+
+/// A volume to create.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VolumeRequest {
+    pub name: String,
+    pub raid_type: String,
+    /// `None`: as large as the drives allow.
+    pub capacity_bytes: Option<u64>,
+    /// Drive paths; empty: the controller picks.
+    pub drives: Vec<String>,
+}
+
 /// Firmware an update replaces, by metal3's component names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

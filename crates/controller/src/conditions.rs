@@ -209,8 +209,12 @@ pub fn spec_fault(st: &BareMetalHostStatus) -> Option<SpecFault> {
 /// What in `spec` is kept but not acted on, as one message; `None` when everything is.
 pub fn not_acted_on(spec: &BareMetalHostSpec) -> Option<String> {
     let mut out = Vec::new();
-    if spec.raid.as_ref().is_some_and(|r| r.is_requested()) {
-        out.push("spec.raid: RAID volumes are not built by the redfish or ironic provisioner");
+    if spec
+        .raid
+        .as_ref()
+        .is_some_and(|r| r.software_raid_volumes.is_some())
+    {
+        out.push("spec.raid.softwareRAIDVolumes: software RAID is not built by these provisioners");
     }
     if spec.firmware.as_ref().is_some_and(|f| f.is_requested()) {
         out.push("spec.firmware: deprecated by metal3 (no driver applies it); not applied");
@@ -569,7 +573,7 @@ mod tests {
         spec.taints.push(Default::default());
         spec.raid = Some(ferrometal_api::RaidConfig {
             hardware_raid_volumes: Some(vec![]),
-            software_raid_volumes: None,
+            software_raid_volumes: Some(vec![]),
         });
         let first = update_not_acted_on(&mut st, &spec, None, "t").unwrap();
         assert!(

@@ -13,6 +13,7 @@ use crate::inventory;
 use crate::media::MediaFetcher;
 use crate::state::{MethodCells, RESET_TYPES, SystemCell};
 use crate::update::Tasks;
+use crate::volumes::Volumes;
 
 /// Returned by the service to make hyper drop the connection unanswered.
 #[derive(Debug)]
@@ -86,6 +87,8 @@ pub struct App {
     pub managers_collection: Bytes,
     /// Fetches inserted images; `None` records them unfetched.
     pub media: Option<MediaFetcher>,
+    /// Each system's RAID volumes.
+    volumes: Vec<Mutex<Volumes>>,
     /// Firmware update tasks, and how long one takes.
     pub tasks: Mutex<Tasks>,
     pub update_delay: Duration,
@@ -118,6 +121,7 @@ impl App {
             systems_collection: inventory::systems_collection(config.systems).into(),
             managers_collection: inventory::managers_collection(config.systems).into(),
             media: config.fetch_media.then(MediaFetcher::new),
+            volumes: (0..config.systems).map(|_| Mutex::default()).collect(),
             tasks: Mutex::default(),
             update_delay: config.update_delay,
         }
@@ -147,6 +151,13 @@ impl App {
 
     pub fn sessions(&self) -> std::sync::MutexGuard<'_, Sessions> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// System `index`'s RAID volumes; panics if out of range (routes check).
+    pub fn volumes(&self, index: usize) -> std::sync::MutexGuard<'_, Volumes> {
+        self.volumes[index]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn tasks(&self) -> std::sync::MutexGuard<'_, Tasks> {

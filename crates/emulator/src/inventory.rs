@@ -517,6 +517,7 @@ pub fn storage(index: usize) -> Value {
         "Name": "Storage Controller 1",
         "Drives@odata.count": drives.len(),
         "Drives": drives,
+        "Volumes": odata(&format!("{base}/Volumes")),
         "Status": { "State": "Enabled", "Health": "OK" },
     })
 }

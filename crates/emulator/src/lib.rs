@@ -21,6 +21,8 @@
 //! - `/redfish/v1/UpdateService` with `UpdateService.SimpleUpdate` (a system's BIOS or its
 //!   manager's firmware) and `/redfish/v1/TaskService/Tasks[/{n}]`: the update runs as a task
 //!   (see `update` for the versions it installs and the images that fail)
+//! - `/redfish/v1/Systems/sys-N/Storage/1/Volumes[/{n}]`: hardware RAID volumes, created with a
+//!   POST (`RAIDType`, optional `Links.Drives` and `CapacityBytes`) and deleted with a DELETE
 //!
 //! Control API (no auth, not counted): `GET /emulator`, `GET /emulator/counters`,
 //! `POST /emulator/counters/reset`, `GET /emulator/systems/{id}`,
@@ -30,9 +32,9 @@
 //! state lives in a `Vec` indexed by the number in the system ID, counters are
 //! atomics and each system has its own short-held mutex.
 
-// Imports go one way: fault, counters, media and resp are leaves; state, config, inventory and
-// update build on them; app holds the shared state; control and redfish answer requests;
-// server routes.
+// Imports go one way: fault, counters, media and resp are leaves; state, config, inventory,
+// update and volumes build on them; app holds the shared state; control, raid and redfish
+// answer requests; server routes.
 mod app;
 mod bios;
 mod config;
@@ -42,11 +44,13 @@ mod fault;
 mod hostile;
 mod inventory;
 mod media;
+mod raid;
 mod redfish;
 mod resp;
 mod server;
 mod state;
 mod update;
+mod volumes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

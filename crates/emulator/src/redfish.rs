@@ -8,7 +8,6 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::header::{ETAG, HeaderValue, IF_MATCH, LOCATION};
 use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::Value;
 
@@ -17,14 +16,15 @@ use crate::bios;
 use crate::fault::Fault;
 use crate::hostile;
 use crate::inventory::{self, Expand};
+use crate::raid;
 use crate::resp::{
-    Resp, bad_request, empty, error, json, json_bytes, method_not_allowed, not_found, unauthorized,
+    Resp, bad_request, empty, error, json, json_bytes, method_not_allowed, not_found, read_json,
+    unauthorized,
 };
 use crate::state::{BOOT_ENABLED, BOOT_MODES, BOOT_TARGETS, parse_index, parse_system_id};
 use crate::update;
 
 /// Request bodies are tiny JSON documents; refuse anything large.
-const MAX_BODY: usize = 64 * 1024;
 
 #[derive(Clone, Copy)]
 enum Route {
@@ -68,6 +68,16 @@ enum SysRoute {
     EjectMedia,
     Bios,
     BiosSettings,
+    Volumes,
+    Volume(u64),
+}
+
+/// The volume a volumes route names (`None`: the collection).
+fn route_volume(route: SysRoute) -> Option<u64> {
+    match route {
+        SysRoute::Volume(id) => Some(id),
+        _ => None,
+    }
 }
 
 fn numbered(segment: &str, prefix: &str) -> Option<usize> {
@@ -154,6 +164,8 @@ fn system_route(tail: &[&str]) -> Option<SysRoute> {
         ["Storage"] => SysRoute::StorageCollection,
         ["Storage", "1"] => SysRoute::Storage,
         ["Storage", "1", "Drives", d] => SysRoute::Drive(numbered(d, "Disk")?),
+        ["Storage", "1", "Volumes"] => SysRoute::Volumes,
+        ["Storage", "1", "Volumes", v] => SysRoute::Volume(parse_index(v, usize::MAX)? as u64),
         ["Bios"] => SysRoute::Bios,
         ["Bios", "Settings"] => SysRoute::BiosSettings,
         _ => return None,
@@ -289,29 +301,6 @@ fn only_get(req: &Request<Incoming>, f: impl FnOnce() -> Resp) -> Resp {
     }
 }
 
-async fn read_json(req: Request<Incoming>) -> Result<Value, Resp> {
-    let body = Limited::new(req.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(|err| {
-            bad_request(
-                "Base.1.8.MalformedJSON",
-                &format!("The request body could not be read: {err}"),
-            )
-        })?
-        .to_bytes();
-    if body.iter().all(u8::is_ascii_whitespace) {
-        // Several actions (EjectMedia) are commonly posted with no body at all.
-        return Ok(Value::Object(Default::default()));
-    }
-    serde_json::from_slice(&body).map_err(|err| {
-        bad_request(
-            "Base.1.8.MalformedJSON",
-            &format!("The request body is not valid JSON: {err}"),
-        )
-    })
-}
-
 async fn create_session(app: &App, req: Request<Incoming>) -> Resp {
     let body = match read_json(req).await {
         Ok(body) => body,
@@ -350,6 +339,9 @@ async fn system_request(app: &App, index: usize, route: SysRoute, req: Request<I
         None => not_found(req.uri().path()),
     };
     match route {
+        SysRoute::Volumes | SysRoute::Volume(_) => {
+            raid::request(app, index, route_volume(route), req).await
+        }
         SysRoute::System if get => match parse_expand(req.uri().query()) {
             Ok(expand) => get_system(app, index, expand),
             Err(resp) => resp,

@@ -1,10 +1,13 @@
-//! Response builders shared by the Redfish and control handlers.
+//! Response builders shared by the Redfish and control handlers, and the bounded reading of a
+//! request's JSON body.
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue};
-use http::{Response, StatusCode};
-use http_body_util::Full;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
 use serde::Serialize;
+use serde_json::Value;
 
 pub type Resp = Response<Full<Bytes>>;
 
@@ -91,4 +94,31 @@ pub fn unauthorized() -> Resp {
 
 pub fn bad_request(code: &str, message: &str) -> Resp {
     error(StatusCode::BAD_REQUEST, code, message)
+}
+
+/// Request bodies are bounded: no Redfish request this service takes is near this.
+const MAX_BODY: usize = 64 * 1024;
+
+/// The request's JSON body (an empty body reads as `{}`), or the 400 to answer.
+pub async fn read_json(req: Request<Incoming>) -> Result<Value, Resp> {
+    let body = Limited::new(req.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|err| {
+            bad_request(
+                "Base.1.8.MalformedJSON",
+                &format!("The request body could not be read: {err}"),
+            )
+        })?
+        .to_bytes();
+    if body.iter().all(u8::is_ascii_whitespace) {
+        // Several actions (EjectMedia) are commonly posted with no body at all.
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_slice(&body).map_err(|err| {
+        bad_request(
+            "Base.1.8.MalformedJSON",
+            &format!("The request body is not valid JSON: {err}"),
+        )
+    })
 }

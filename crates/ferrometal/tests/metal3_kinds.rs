@@ -885,3 +885,167 @@ async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_e
     );
     assert_eq!(updates().len(), 4);
 }
+
+/// The volumes the emulator's controller has: (name, RAID type, drives).
+async fn volumes(emu: &ferrometal_emulator::Emulator) -> Vec<(String, String, usize)> {
+    let client = reqwest::Client::new();
+    let get = |path: String| {
+        client
+            .get(path)
+            .basic_auth("admin", Some("password"))
+            .send()
+    };
+    let list: Value = get(format!("{}/Storage/1/Volumes", emu.system_url(0)))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let origin = emu.system_url(0);
+    let origin = &origin[..origin.find("/redfish").unwrap()];
+    let mut out = Vec::new();
+    for m in list["Members"].as_array().unwrap() {
+        let v: Value = get(format!("{origin}{}", m["@odata.id"].as_str().unwrap()))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        out.push((
+            v["Name"].as_str().unwrap().to_string(),
+            v["RAIDType"].as_str().unwrap().to_string(),
+            v["Links"]["Drives"].as_array().unwrap().len(),
+        ));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hardware_raid_volumes_are_built_in_preparing_changed_and_removed() {
+    use ferrometal_emulator::{Emulator, EmulatorConfig};
+    let emu = Emulator::start(
+        EmulatorConfig {
+            systems: 1,
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), free_port(), &["--power-poll-interval", "2"]);
+    let address = emu
+        .system_url(0)
+        .replace("http://", "redfish-virtualmedia+http://");
+    s.ok(&["create", "namespace", "infra"]);
+    // sys-0 has two NVMe drives: a mirror of both.
+    let host = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: bmc, namespace: infra}}\n\
+         stringData: {{username: admin, password: password}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: node-0, namespace: infra}}\n\
+         spec: {{online: false, bmc: {{address: \"{address}\", credentialsName: bmc}},\n\
+         raid: {{hardwareRAIDVolumes: [{{name: os, level: '1'}}]}}}}\n"
+    );
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(&host));
+    assert!(out.status.success(), "{}", output_text(&out));
+    let bmh = || s.json(&["get", "bmh", "node-0", "-n", "infra", "-o", "json"]);
+    s.wait("the mirror built and recorded, the host available", || {
+        let b = bmh();
+        b["status"]["provisioning"]["state"] == "available"
+            && b["status"]["provisioning"]["raid"]["hardwareRAIDVolumes"][0]["name"] == "os"
+    });
+    assert_eq!(volumes(&emu).await, [("os".into(), "RAID1".into(), 2)]);
+    let b = bmh();
+    let not_acted_on = b["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "ferrometal.io/FieldsNotActedOn");
+    assert!(!not_acted_on, "hardware RAID is acted on: {b}");
+    assert!(host_events(&s, "node-0").contains(&"RAIDConfigured".to_string()));
+
+    // Another layout: the old volume goes, the new ones are built, on named drives.
+    s.ok(&[
+        "patch",
+        "bmh",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"raid":{"hardwareRAIDVolumes":[
+            {"name":"scratch","level":"0","physicalDisks":["Disk0"],"controller":"1"},
+            {"name":"logs","level":"0","numberOfPhysicalDisks":1}]}}}"#,
+    ]);
+    s.wait("the new layout built", || {
+        let b = bmh();
+        b["status"]["provisioning"]["state"] == "available"
+            && b["status"]["provisioning"]["raid"]["hardwareRAIDVolumes"][0]["name"] == "scratch"
+    });
+    assert_eq!(
+        volumes(&emu).await,
+        [
+            ("scratch".into(), "RAID0".into(), 1),
+            ("logs".into(), "RAID0".into(), 1)
+        ]
+    );
+    // A layout the drives cannot hold: a preparation error with the BMC's reason, nothing
+    // built or lost but what had to go first.
+    s.ok(&[
+        "patch",
+        "bmh",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"raid":{"hardwareRAIDVolumes":[{"name":"big","level":"5"}]}}}"#,
+    ]);
+    s.wait("the impossible layout refused", || {
+        let b = bmh();
+        b["status"]["errorType"] == "preparation error"
+            && b["status"]["errorMessage"]
+                .as_str()
+                .is_some_and(|m| m.contains("RAID5 needs at least 3 drives"))
+    });
+    // An empty list removes them all.
+    s.ok(&[
+        "patch",
+        "bmh",
+        "node-0",
+        "-n",
+        "infra",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"raid":{"hardwareRAIDVolumes":[]}}}"#,
+    ]);
+    s.wait("the volumes removed", || {
+        let b = bmh();
+        b["status"]["provisioning"]["state"] == "available"
+            && b["status"]["provisioning"]["raid"]["hardwareRAIDVolumes"]
+                .as_array()
+                .is_some_and(|v| v.is_empty())
+    });
+    assert!(volumes(&emu).await.is_empty());
+    let actions: Vec<String> = emu
+        .state(0)
+        .actions
+        .into_iter()
+        .filter(|a| a.contains("Volume"))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "CreateVolume:os:RAID1",
+            "DeleteVolume:os",
+            "CreateVolume:scratch:RAID0",
+            "CreateVolume:logs:RAID0",
+            "DeleteVolume:scratch",
+            "DeleteVolume:logs",
+        ],
+        "each volume built once and deleted once"
+    );
+}

@@ -288,6 +288,26 @@ pub trait Provisioner: Send + Sync + 'static {
         ))
     }
 
+    /// Make the host's hardware RAID volumes exactly `volumes` (metal3's
+    /// `hardwareRAIDVolumes`; empty: none), one BMC action per call: volumes not wanted are
+    /// deleted, missing ones created. `Done` once the BMC shows them. Backends that cannot
+    /// refuse with the reason.
+    async fn configure_raid(
+        &self,
+        host: &HostInfo,
+        volumes: &[ferrometal_api::HardwareRaidVolume],
+    ) -> Result<Step> {
+        let _ = volumes;
+        Err(ProvisionerError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} provisioner does not build hardware RAID (host {}: spec.raid.hardwareRAIDVolumes)",
+                self.name(),
+                host.key
+            ),
+        ))
+    }
+
     /// Write or boot the image and leave the host running it.
     async fn provision(&self, host: &HostInfo, deployment: &Deployment) -> Result<Step>;
 

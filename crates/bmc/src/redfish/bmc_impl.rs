@@ -243,6 +243,22 @@ impl Bmc for RedfishBmc {
         self.read_task(task).await
     }
 
+    async fn volumes(&self) -> Result<Vec<crate::RaidVolume>, BmcError> {
+        self.read_volumes().await
+    }
+
+    async fn drives(&self) -> Result<Vec<String>, BmcError> {
+        self.raid_drives().await
+    }
+
+    async fn create_volume(&self, request: &crate::VolumeRequest) -> Result<(), BmcError> {
+        self.post_volume(request).await
+    }
+
+    async fn delete_volume(&self, path: &str) -> Result<(), BmcError> {
+        self.remove_volume(path).await
+    }
+
     async fn inventory(&self) -> Result<Inventory, BmcError> {
         let system = if self.expand_supported().await {
             let path = self.system_path().await?;

@@ -363,6 +363,10 @@ async fn execute(
                 .await
                 .map(|s| step(s, Outcome::Inspected)),
             (Call::Prepare, _) => p.prepare(&info).await.map(|s| step(s, done)),
+            (Call::ConfigureRaid(volumes), _) => p
+                .configure_raid(&info, volumes)
+                .await
+                .map(|s| step(s, done)),
             (Call::ChangeFirmware(changes), _) => p
                 .change_firmware(&info, changes)
                 .await

@@ -16,8 +16,9 @@
 //! `provisioner` holds the backend with its per-host locks and clients, `host_state` what it
 //! remembers per host, `power` how it drives power, `image` what it can deploy, `boot_media`
 //! how an ISO is booted, `agent_boot` the work done through the agent, `settings` how BIOS
-//! settings are applied, `updates` how firmware is flashed, `hardware` how an inventory
-//! becomes `status.hardware`; this file implements the trait with them.
+//! settings are applied, `updates` how firmware is flashed, `raid` how RAID volumes are
+//! built, `hardware` how an inventory becomes `status.hardware`; this file implements the
+//! trait with them.
 
 mod agent_boot;
 mod boot_media;
@@ -27,6 +28,7 @@ mod image;
 mod options;
 mod power;
 mod provisioner;
+mod raid;
 mod settings;
 mod updates;
 
@@ -135,6 +137,14 @@ impl Provisioner for RedfishProvisioner {
             return self.apply_updates(host, &changes.updates).await;
         }
         Ok(Step::Done(()))
+    }
+
+    async fn configure_raid(
+        &self,
+        host: &HostInfo,
+        volumes: &[ferrometal_api::HardwareRaidVolume],
+    ) -> Result<Step> {
+        self.build_raid(host, volumes).await
     }
 
     async fn provision(&self, host: &HostInfo, deployment: &Deployment) -> Result<Step> {

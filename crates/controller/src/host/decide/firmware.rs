@@ -1,4 +1,5 @@
-//! Firmware settings and updates, as metal3 makes them: on a host that is not provisioned, in
+//! Firmware settings and updates, and hardware RAID, as metal3 makes them (RAID only in
+//! `preparing`). Firmware: on a host that is not provisioned, in
 //! `preparing` (an available host with changes goes back there); on a provisioned host only
 //! when a HostUpdatePolicy allows it `onReboot`, while the host is off on its way back on after
 //! a reboot (metal3's servicing, operational status `servicing`).
@@ -49,6 +50,58 @@ impl Engine<'_, '_> {
                 // The boot that applied them left the host on; `online` decides from here.
                 self.st.powered_on = true;
                 self.firmware_done(changes);
+                self.requeue(NOW)
+            }
+            Outcome::Waiting { requeue_after, .. } => self.waiting(requeue_after),
+            Outcome::Failed(e) => self.fail_with(ErrorType::Preparation, &e),
+            _ => self.unexpected(),
+        }
+    }
+
+    /// The hardware RAID volumes `spec.raid` asks for and the host does not have as asked yet
+    /// (`status.provisioning.raid` records what was built); software RAID is not built here.
+    pub(super) fn pending_raid(&self) -> Option<Vec<ferrometal_api::HardwareRaidVolume>> {
+        let wanted = self.spec().raid.as_ref()?.hardware_raid_volumes.as_ref()?;
+        let built = self
+            .st
+            .provisioning
+            .raid
+            .as_ref()
+            .and_then(|r| r.hardware_raid_volumes.as_ref());
+        (built != Some(wanted)).then(|| wanted.clone())
+    }
+
+    /// In `preparing`, after the firmware: the RAID volumes, recorded once built.
+    pub(super) fn prepare_raid(&mut self) -> Flow {
+        let Some(volumes) = self.pending_raid() else {
+            return Ok(());
+        };
+        match self.call(Call::ConfigureRaid(volumes.clone()))? {
+            Outcome::Done => {
+                self.clear_error();
+                let raid = self
+                    .st
+                    .provisioning
+                    .raid
+                    .get_or_insert_with(Default::default);
+                raid.hardware_raid_volumes = Some(volumes.clone());
+                let names: Vec<String> = volumes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        format!(
+                            "{} (RAID {})",
+                            v.name.clone().unwrap_or_else(|| format!("volume-{i}")),
+                            v.level
+                        )
+                    })
+                    .collect();
+                let note = if names.is_empty() {
+                    "hardware RAID volumes removed".to_string()
+                } else {
+                    format!("hardware RAID volumes built: {}", names.join(", "))
+                };
+                self.event("RAIDConfigured", note);
                 self.requeue(NOW)
             }
             Outcome::Waiting { requeue_after, .. } => self.waiting(requeue_after),

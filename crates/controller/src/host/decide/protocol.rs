@@ -58,6 +58,7 @@ pub enum Call {
     Inspect { refresh: bool },
     Prepare,
     ChangeFirmware(FirmwareChanges),
+    ConfigureRaid(Vec<ferrometal_api::HardwareRaidVolume>),
     Provision,
     Adopt,
     Deprovision,

@@ -12,6 +12,7 @@ use super::protocol::{Call, Outcome};
 impl Engine<'_, '_> {
     pub(super) fn preparing(&mut self) -> Flow {
         self.prepare_firmware()?;
+        self.prepare_raid()?;
         match self.call(Call::Prepare)? {
             Outcome::Done => {
                 self.clear_error();
@@ -36,8 +37,8 @@ impl Engine<'_, '_> {
             self.remove_annotation(ann::INSPECT);
             return self.go(S::Inspecting);
         }
-        if self.pending_firmware().is_some() {
-            // metal3: changed firmware settings take the host back to preparing.
+        if self.pending_firmware().is_some() || self.pending_raid().is_some() {
+            // metal3: changed firmware or RAID take the host back to preparing.
             return self.go(S::Preparing);
         }
         if self.spec().image.as_ref().is_none_or(|i| i.url.is_empty())

@@ -292,3 +292,79 @@ fn firmware_updates_follow_their_own_policy() {
         ),
     ]);
 }
+
+fn mirror() -> Vec<ferrometal_api::HardwareRaidVolume> {
+    vec![ferrometal_api::HardwareRaidVolume {
+        name: Some("os".into()),
+        level: "1".into(),
+        ..Default::default()
+    }]
+}
+
+fn with_raid(state: S, hardware: Option<Vec<ferrometal_api::HardwareRaidVolume>>) -> Fx {
+    with(fx(state), |f| {
+        f.spec.raid = Some(ferrometal_api::RaidConfig {
+            hardware_raid_volumes: hardware,
+            software_raid_volumes: None,
+        })
+    })
+}
+
+#[test]
+fn hardware_raid_is_built_in_preparing_and_recorded() {
+    check_all(vec![
+        case(
+            "available, RAID asked and not built → preparing",
+            with_raid(S::Available, Some(mirror())),
+            None,
+            None,
+            |d| assert_eq!(state(d), Some(S::Preparing)),
+        ),
+        case(
+            "available, RAID built as asked → stays",
+            with(with_raid(S::Available, Some(mirror())), |f| {
+                f.status_mut().provisioning.raid = f.spec.raid.clone();
+            }),
+            None,
+            None,
+            |d| assert_eq!(d.status, None),
+        ),
+        case(
+            "available, only software RAID asked → stays (reported, not built)",
+            with(fx(S::Available), |f| {
+                f.spec.raid = Some(ferrometal_api::RaidConfig {
+                    hardware_raid_volumes: None,
+                    software_raid_volumes: Some(vec![]),
+                })
+            }),
+            None,
+            None,
+            |d| assert_ne!(state(d), Some(S::Preparing)),
+        ),
+        case(
+            "preparing: volumes built → recorded, Event",
+            with_raid(S::Preparing, Some(mirror())),
+            Some(Call::ConfigureRaid(mirror())),
+            Some(Outcome::Done),
+            |d| {
+                let raid = st(d).provisioning.raid.as_ref().unwrap();
+                assert_eq!(raid.hardware_raid_volumes.as_deref(), Some(&mirror()[..]));
+                assert!(has_event(d, "RAIDConfigured"));
+            },
+        ),
+        case(
+            "preparing: the BMC refuses → preparation error",
+            with_raid(S::Preparing, Some(mirror())),
+            Some(Call::ConfigureRaid(mirror())),
+            Some(failed(ErrorKind::Failed, "RAID1 needs at least 2 drives")),
+            |d| assert_eq!(st(d).error_type, Some(ErrorType::Preparation)),
+        ),
+        case(
+            "preparing: an empty list removes the volumes",
+            with_raid(S::Preparing, Some(vec![])),
+            Some(Call::ConfigureRaid(vec![])),
+            Some(Outcome::Done),
+            |d| assert!(has_event(d, "RAIDConfigured")),
+        ),
+    ]);
+}
