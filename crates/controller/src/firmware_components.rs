@@ -172,11 +172,17 @@ async fn reconcile(
         }
     };
     if Some(&status) != hfc.status.as_ref() {
+        // `updates` is the host controller's record of the updates it made: never written
+        // from this (possibly older) copy.
+        let mut body = serde_json::to_value(&status).unwrap_or_default();
+        if let Some(fields) = body.as_object_mut() {
+            fields.remove("updates");
+        }
         let api: Api<HostFirmwareComponents> = Api::namespaced(ctx.client.clone(), &ns);
         api.patch_status(
             &name,
             &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
+            &Patch::Merge(json!({ "status": body })),
         )
         .await
         .map_err(|e| ReadError::Write(name.clone(), e))?;

@@ -253,8 +253,13 @@ fn condition(obj: &Value, t: &str) -> Option<(String, String)> {
         })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_sending_them() {
+/// One emulated server (sys-0, 100 ms power changes) and `ferrometal serve` managing it as the
+/// host `infra/node-0`, off, with `host_spec` appended to its spec (`, raid: ...`) and the
+/// objects of `objects` (YAML) applied with it. The data directory is the server's store.
+async fn lab(
+    host_spec: &str,
+    objects: &str,
+) -> (ferrometal_emulator::Emulator, tempfile::TempDir, Serve) {
     use ferrometal_emulator::{Emulator, EmulatorConfig};
     let emu = Emulator::start(
         EmulatorConfig {
@@ -275,13 +280,19 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
     let host = format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: bmc, namespace: infra}}\n\
          stringData: {{username: admin, password: password}}\n---\n\
-         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: node-0, namespace: infra}}\n\
-         spec: {{online: false, bmc: {{address: \"{address}\", credentialsName: bmc}}}}\n---\n\
-         apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareSettings\nmetadata: {{name: node-0, namespace: infra}}\n\
-         spec: {{settings: {{ProcTurboMode: Enabled, NumCores: 8}}}}\n"
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\n\
+         metadata: {{name: node-0, namespace: infra}}\n\
+         spec: {{online: false, bmc: {{address: \"{address}\", credentialsName: bmc}}{host_spec}}}\n\
+         ---\n{objects}"
     );
     let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(&host));
     assert!(out.status.success(), "{}", output_text(&out));
+    (emu, dir, s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_sending_them() {
+    let (emu, _dir, s) = lab("", "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareSettings\nmetadata: {name: node-0, namespace: infra}\nspec: {settings: {ProcTurboMode: Enabled, NumCores: 8}}\n").await;
     let hfs = || s.json(&["get", "hfs", "node-0", "-n", "infra", "-o", "json"]);
     s.wait("the BIOS read into the status", || {
         hfs()["status"]["settings"]["ProcTurboMode"] == "Enabled"
@@ -460,34 +471,7 @@ fn host_events(s: &Serve, host: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bios_settings_change_in_preparing_and_on_a_provisioned_hosts_reboot_only_when_a_policy_allows()
  {
-    use ferrometal_emulator::{Emulator, EmulatorConfig};
-    let emu = Emulator::start(
-        EmulatorConfig {
-            systems: 1,
-            power_delay: std::time::Duration::from_millis(100),
-            ..Default::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let s = serve(dir.path(), free_port(), &["--power-poll-interval", "2"]);
-    let address = emu
-        .system_url(0)
-        .replace("http://", "redfish-virtualmedia+http://");
-    s.ok(&["create", "namespace", "infra"]);
-    // A new host whose settings want a change: it is made while the host is prepared.
-    let host = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: bmc, namespace: infra}}\n\
-         stringData: {{username: admin, password: password}}\n---\n\
-         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: node-0, namespace: infra}}\n\
-         spec: {{online: false, bmc: {{address: \"{address}\", credentialsName: bmc}}}}\n---\n\
-         apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareSettings\nmetadata: {{name: node-0, namespace: infra}}\n\
-         spec: {{settings: {{ProcTurboMode: Disabled}}}}\n"
-    );
-    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(&host));
-    assert!(out.status.success(), "{}", output_text(&out));
+    let (emu, dir, s) = lab("", "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareSettings\nmetadata: {name: node-0, namespace: infra}\nspec: {settings: {ProcTurboMode: Disabled}}\n").await;
     assert_eq!(bios_value(&emu, "ProcTurboMode").await, "Enabled");
     let hfs = || s.json(&["get", "hfs", "node-0", "-n", "infra", "-o", "json"]);
     let bmh = || s.json(&["get", "bmh", "node-0", "-n", "infra", "-o", "json"]);
@@ -714,33 +698,7 @@ fn hfs_of(s: &Serve) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_error() {
-    use ferrometal_emulator::{Emulator, EmulatorConfig};
-    let emu = Emulator::start(
-        EmulatorConfig {
-            systems: 1,
-            power_delay: std::time::Duration::from_millis(100),
-            ..Default::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let s = serve(dir.path(), free_port(), &["--power-poll-interval", "2"]);
-    let address = emu
-        .system_url(0)
-        .replace("http://", "redfish-virtualmedia+http://");
-    s.ok(&["create", "namespace", "infra"]);
-    let host = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: bmc, namespace: infra}}\n\
-         stringData: {{username: admin, password: password}}\n---\n\
-         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: node-0, namespace: infra}}\n\
-         spec: {{online: false, bmc: {{address: \"{address}\", credentialsName: bmc}}}}\n---\n\
-         apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareComponents\nmetadata: {{name: node-0, namespace: infra}}\n\
-         spec: {{updates: [{{component: bios, url: 'http://fw.example/bios-2.1.0.bin'}}]}}\n"
-    );
-    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(&host));
-    assert!(out.status.success(), "{}", output_text(&out));
+    let (emu, _dir, s) = lab("", "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareComponents\nmetadata: {name: node-0, namespace: infra}\nspec: {updates: [{component: bios, url: 'http://fw.example/bios-2.1.0.bin'}]}\n").await;
     let hfc = || {
         s.json(&[
             "get",
@@ -922,32 +880,11 @@ async fn volumes(emu: &ferrometal_emulator::Emulator) -> Vec<(String, String, us
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hardware_raid_volumes_are_built_in_preparing_changed_and_removed() {
-    use ferrometal_emulator::{Emulator, EmulatorConfig};
-    let emu = Emulator::start(
-        EmulatorConfig {
-            systems: 1,
-            ..Default::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
+    let (emu, _dir, s) = lab(
+        ", raid: {hardwareRAIDVolumes: [{name: os, level: '1'}]}",
+        "",
     )
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let s = serve(dir.path(), free_port(), &["--power-poll-interval", "2"]);
-    let address = emu
-        .system_url(0)
-        .replace("http://", "redfish-virtualmedia+http://");
-    s.ok(&["create", "namespace", "infra"]);
-    // sys-0 has two NVMe drives: a mirror of both.
-    let host = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: bmc, namespace: infra}}\n\
-         stringData: {{username: admin, password: password}}\n---\n\
-         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: node-0, namespace: infra}}\n\
-         spec: {{online: false, bmc: {{address: \"{address}\", credentialsName: bmc}},\n\
-         raid: {{hardwareRAIDVolumes: [{{name: os, level: '1'}}]}}}}\n"
-    );
-    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(&host));
-    assert!(out.status.success(), "{}", output_text(&out));
+    .await;
     let bmh = || s.json(&["get", "bmh", "node-0", "-n", "infra", "-o", "json"]);
     s.wait("the mirror built and recorded, the host available", || {
         let b = bmh();

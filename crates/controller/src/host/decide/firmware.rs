@@ -11,17 +11,21 @@ use super::engine::{Engine, Flow, NOW};
 use super::protocol::{Call, Outcome};
 
 impl Engine<'_, '_> {
-    /// The changes still to make: none once made for the same read of the BMC.
+    /// The changes still to make: settings not made yet for this read of the BMC, updates
+    /// not made yet by this process.
     pub(super) fn pending_firmware(&self) -> Option<FirmwareChanges> {
         let work = self.input.firmware;
-        if work.changes.is_empty() {
-            return None;
+        let mut changes = work.changes.clone();
+        if let Some(m) = self.memo.as_ref() {
+            if m.settings_done
+                .as_ref()
+                .is_some_and(|(settings, read)| *settings == changes.settings && *read == work.read)
+            {
+                changes.settings.clear();
+            }
+            changes.updates.retain(|u| !m.updates_done.contains(u));
         }
-        let done = self.memo.as_ref().and_then(|m| m.firmware_done.as_ref());
-        if done.is_some_and(|(changes, read)| *changes == work.changes && *read == work.read) {
-            return None;
-        }
-        Some(work.changes.clone())
+        (!changes.is_empty()).then_some(changes)
     }
 
     fn firmware_done(&mut self, changes: FirmwareChanges) {
@@ -29,14 +33,15 @@ impl Engine<'_, '_> {
             let names: Vec<&str> = changes.settings.keys().map(String::as_str).collect();
             let note = format!("BIOS settings applied and read back: {}", names.join(", "));
             self.event("FirmwareSettingsApplied", note);
+            let read = self.input.firmware.read.clone();
+            self.memo_mut().settings_done = Some((changes.settings.clone(), read));
         }
         for u in &changes.updates {
             let note = format!("{} firmware updated from {}", u.component, u.url);
             self.event("FirmwareUpdated", note);
         }
         self.d.updates_done.extend(changes.updates.iter().cloned());
-        let read = self.input.firmware.read.clone();
-        self.memo_mut().firmware_done = Some((changes, read));
+        self.memo_mut().updates_done.extend(changes.updates);
     }
 
     /// In `preparing`: the settings first, then whatever else preparing does.

@@ -30,9 +30,12 @@ pub struct Memo {
     /// host or changing `online` meanwhile does not undo it at the BMC, so a different wish
     /// must be acted on even when the status already reads as wished.
     pub power_in_flight: Option<bool>,
-    /// Firmware changes made and read back, with the HostFirmwareSettings read that asked for
+    /// BIOS settings made and read back, with the HostFirmwareSettings read that asked for
     /// them: until that object is read again it still shows them as wanted.
-    pub firmware_done: Option<(FirmwareChanges, Option<String>)>,
+    pub settings_done: Option<(std::collections::BTreeMap<String, String>, Option<String>)>,
+    /// Firmware updates made: not made again while the HostFirmwareComponents' record of them
+    /// is on its way.
+    pub updates_done: Vec<ComponentUpdate>,
 }
 
 /// What the host's HostFirmwareSettings and HostUpdatePolicy ask, as the reconciler read them.
@@ -41,7 +44,8 @@ pub struct FirmwareWork {
     /// Wanted settings that are valid (against the BMC's registry, for the object's current
     /// generation) and differ from what the BMC reported; empty: nothing to do.
     pub changes: FirmwareChanges,
-    /// The reads of the BMC those come from (the objects' `status.lastUpdated`).
+    /// The read of the BMC the settings come from (the HostFirmwareSettings'
+    /// `status.lastUpdated`).
     pub read: Option<String>,
     /// A HostUpdatePolicy says `firmwareSettings: onReboot`: a provisioned host's settings
     /// change when it reboots (metal3's servicing).

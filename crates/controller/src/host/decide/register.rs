@@ -191,7 +191,8 @@ impl Engine<'_, '_> {
             adopted: false,
             power_checked: Some(now),
             power_in_flight: None,
-            firmware_done: None,
+            settings_done: None,
+            updates_done: Vec::new(),
         });
     }
 

@@ -158,7 +158,8 @@ fn errors_and_credentials() {
                     adopted: false,
                     power_checked: Some(now()),
                     power_in_flight: None,
-                    firmware_done: None,
+                    settings_done: None,
+                    updates_done: Vec::new(),
                 })
             }),
             Some(Call::Adopt),

@@ -37,8 +37,8 @@ fn settings_apply_in_preparing() {
             "available, the same changes already made for this read → stays",
             with(fx(S::Available), |f| {
                 f.firmware = work(false);
-                f.memo.as_mut().unwrap().firmware_done =
-                    Some((changes(), Some("2026-01-01T00:00:00Z".into())));
+                f.memo.as_mut().unwrap().settings_done =
+                    Some((changes().settings, Some("2026-01-01T00:00:00Z".into())));
             }),
             None,
             None,
@@ -48,8 +48,8 @@ fn settings_apply_in_preparing() {
             "available, the same changes asked by a newer read → preparing again",
             with(fx(S::Available), |f| {
                 f.firmware = work(false);
-                f.memo.as_mut().unwrap().firmware_done =
-                    Some((changes(), Some("2025-12-31T00:00:00Z".into())));
+                f.memo.as_mut().unwrap().settings_done =
+                    Some((changes().settings, Some("2025-12-31T00:00:00Z".into())));
             }),
             None,
             None,
@@ -80,7 +80,7 @@ fn settings_apply_in_preparing() {
                 assert!(has_event(d, "FirmwareSettingsApplied"));
                 assert!(st(d).powered_on, "the boot that applied them left it on");
                 assert!(
-                    matches!(&d.memo, MemoChange::Set(m) if m.firmware_done.as_ref().is_some_and(|(c, _)| *c == changes()))
+                    matches!(&d.memo, MemoChange::Set(m) if m.settings_done.as_ref().is_some_and(|(c, _)| *c == changes().settings))
                 );
                 assert_eq!(d.requeue, Some(Duration::ZERO));
             },
@@ -251,7 +251,20 @@ fn firmware_updates_follow_their_own_policy() {
             |d| {
                 assert!(has_event(d, "FirmwareUpdated"));
                 assert_eq!(d.updates_done, update().updates);
+                assert!(
+                    matches!(&d.memo, MemoChange::Set(m) if m.updates_done == update().updates)
+                );
             },
+        ),
+        case(
+            "available, an update made whose record is not read back yet → not made again",
+            with(fx(S::Available), |f| {
+                f.firmware = updating(false, false);
+                f.memo.as_mut().unwrap().updates_done = update().updates;
+            }),
+            None,
+            None,
+            |d| assert_eq!(d.status, None),
         ),
         case(
             "provisioned, off on its way on, settings allowed on reboot but not updates → no servicing",
