@@ -74,21 +74,23 @@ fn live_boots(lab: &Lab, vm: &Vm) -> usize {
 /// Registration, inspection, a live ISO on the redfish provisioner, reboot, power off and on,
 /// PowerCycle and ForceOff operations, a BMCJob and detach, on two UEFI VMs; the second VM is the control that must
 /// stay untouched by what the first is asked.
-/// `ferrometal bmc bios` against the lab's sushy-tools: the registry read, a bad value refused
-/// before sending, a good one taken.
-fn bios_through_the_cli(lab: &Lab, vm: &Vm) {
-    let bios = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_ferrometal"))
-            .args(["bmc", "--address", &vm.bmc_address, "--username"])
-            .arg(&lab.summary.sushy.username)
-            .arg("--password-file")
-            .arg(&lab.summary.sushy.password_file)
-            .args(["-o", "json", "bios"])
-            .args(args)
-            .output()
-            .unwrap()
-    };
-    let out = bios(&["show"]);
+/// `ferrometal bmc ... bios` against the lab's sushy-tools for `vm`.
+fn bios_cli(lab: &Lab, vm: &Vm, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ferrometal"))
+        .args(["bmc", "--address", &vm.bmc_address, "--username"])
+        .arg(&lab.summary.sushy.username)
+        .arg("--password-file")
+        .arg(&lab.summary.sushy.password_file)
+        .args(["-o", "json", "bios"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A writable BIOS enumeration the VM has (ProcTurboMode first: nothing the lab's boots depend
+/// on): its name, allowed values and current value.
+fn writable_enumeration(lab: &Lab, vm: &Vm) -> (String, Vec<String>, String) {
+    let out = bios_cli(lab, vm, &["show"]);
     assert!(
         out.status.success(),
         "{}",
@@ -99,14 +101,11 @@ fn bios_through_the_cli(lab: &Lab, vm: &Vm) {
         .as_object()
         .cloned()
         .unwrap_or_default();
-    let registry = shown["bios"]["registry"]
+    let mut registry = shown["bios"]["registry"]
         .as_array()
         .cloned()
         .unwrap_or_default();
     assert!(!attributes.is_empty() && !registry.is_empty(), "{shown}");
-    // An enumeration the VM has: a value outside it is refused, one inside it is staged.
-    // ProcTurboMode first: nothing the lab's boots depend on.
-    let mut registry = registry;
     registry.sort_by_key(|a| a["name"] != "ProcTurboMode");
     let (name, allowed) = registry
         .iter()
@@ -122,6 +121,15 @@ fn bios_through_the_cli(lab: &Lab, vm: &Vm) {
             .then(|| (a["name"].as_str().unwrap().to_string(), values))
         })
         .expect("a writable enumeration");
+    let current = attributes[&name].as_str().unwrap_or_default().to_string();
+    (name, allowed, current)
+}
+
+/// `ferrometal bmc bios` against the lab's sushy-tools: the registry read, a bad value refused
+/// before sending, a good one taken.
+fn bios_through_the_cli(lab: &Lab, vm: &Vm) {
+    let bios = |args: &[&str]| bios_cli(lab, vm, args);
+    let (name, allowed, current) = writable_enumeration(lab, vm);
     let out = bios(&["set", &format!("{name}=NotAValue")]);
     assert!(!out.status.success());
     assert!(
@@ -129,11 +137,7 @@ fn bios_through_the_cli(lab: &Lab, vm: &Vm) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let other = allowed
-        .iter()
-        .find(|v| attributes[&name] != v.as_str())
-        .unwrap()
-        .clone();
+    let other = allowed.iter().find(|v| **v != current).unwrap().clone();
     let out = bios(&["set", &format!("{name}={other}")]);
     assert!(
         out.status.success(),
@@ -223,6 +227,49 @@ fn uefi_vms_register_inspect_boot_a_live_iso_and_obey_power() {
     s.ok(&["annotate", "bmh", &a.name, "reboot.metal3.io="]);
     lab.wait_console(&a, LIVE_MARKER, before, BOOT);
     assert_eq!(live_boots(&lab, &a), 2);
+
+    // Servicing: a BIOS setting of the provisioned VM changes only with a HostUpdatePolicy
+    // `onReboot`, on a reboot; the VM boots the same live ISO again and stays provisioned.
+    let (name, allowed, current) = writable_enumeration(&lab, &a);
+    let other = allowed.iter().find(|v| **v != current).unwrap().clone();
+    let firmware = format!(
+        "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareSettings\n\
+         metadata: {{name: {0}, namespace: default}}\nspec: {{settings: {{{name}: {other}}}}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: HostUpdatePolicy\n\
+         metadata: {{name: {0}, namespace: default}}\nspec: {{firmwareSettings: onReboot}}\n",
+        a.name
+    );
+    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&firmware));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let hfs = || -> Value {
+        serde_json::from_str(&s.ok(&["get", "hfs", &a.name, "-o", "json"])).unwrap()
+    };
+    wait_for(&s, "the change detected", Duration::from_secs(120), || {
+        hfs()["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "ChangeDetected" && c["status"] == "True")
+        })
+    });
+    assert_eq!(
+        writable_enumeration(&lab, &a).2,
+        current,
+        "not changed before the reboot"
+    );
+    let before = lab.console_len(&a);
+    s.ok(&["annotate", "bmh", &a.name, "reboot.metal3.io="]);
+    lab.wait_console(&a, LIVE_MARKER, before, BOOT);
+    wait_for(&s, "serviced, back on", Duration::from_secs(120), || {
+        let h = host(&s, "default", &a.name);
+        hfs()["status"]["settings"][&name] == other.as_str()
+            && h["status"]["operationalStatus"] == "OK"
+            && h["status"]["poweredOn"] == true
+    });
+    assert_eq!(writable_enumeration(&lab, &a).2, other);
+    assert_eq!(
+        host(&s, "default", &a.name)["status"]["provisioning"]["state"],
+        "provisioned"
+    );
+    assert_eq!(live_boots(&lab, &a), 3, "one boot for the reboot");
 
     // A PowerCycle operation: a third boot.
     let before = lab.console_len(&a);

@@ -52,8 +52,9 @@ impl Engine<'_, '_> {
         match self.call(Call::ChangeFirmware(changes.clone()))? {
             Outcome::Done => {
                 self.clear_error();
-                // The boot that applied them left the host on; `online` decides from here.
-                self.st.powered_on = true;
+                // A boot may have applied them (the host is on now) or not been needed (a BMC
+                // that applies at once): the power is read again before `online` is enforced.
+                self.memo_mut().power_checked = None;
                 self.firmware_done(changes);
                 self.requeue(NOW)
             }
@@ -158,9 +159,9 @@ impl Engine<'_, '_> {
             Outcome::Done => {
                 self.clear_error();
                 self.st.operational_status = OperationalStatus::Ok;
-                // The boot that applied the settings was the host's way back on.
-                self.st.powered_on = true;
-                self.memo_mut().power_checked = Some(self.input.now);
+                // The boot that applied them was the host's way back on, unless the BMC
+                // applied them at once: the power is read again, and `online` brings it on.
+                self.memo_mut().power_checked = None;
                 self.firmware_done(changes);
                 self.event("ServicingComplete", "firmware changes made; host back on");
                 self.requeue(NOW)
