@@ -32,6 +32,7 @@ impl Context {
         provisioner: Arc<dyn Provisioner>,
         config: ControllerConfig,
         hosts: Store<BareMetalHost>,
+        secrets: Arc<SecretCache>,
         gate: Arc<BmcGate>,
     ) -> Context {
         let events = EventPublisher::new(client.clone(), config.reporter.clone());
@@ -41,7 +42,7 @@ impl Context {
             config,
             events,
             hosts,
-            secrets: Default::default(),
+            secrets,
             gate,
         }
     }

@@ -23,7 +23,7 @@ use ferrometal_api::firmware::{
     FirmwareSchema, FirmwareSchemaSpec, HostFirmwareSettings, HostFirmwareSettingsStatus,
     SchemaReference, SettingSchema, validate_settings, wanted_text,
 };
-use ferrometal_bmc::{Bios, setting_text};
+use ferrometal_bmc::{Bios, BiosAttribute, setting_text};
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -51,25 +51,25 @@ fn as_settings(attributes: &BTreeMap<String, Value>) -> BTreeMap<String, String>
         .collect()
 }
 
+/// A registry attribute as metal3's FirmwareSchema describes one.
+pub fn setting_schema(a: &BiosAttribute) -> SettingSchema {
+    SettingSchema {
+        attribute_type: a.kind.clone(),
+        allowable_values: a.allowable_values.clone(),
+        lower_bound: a.lower_bound,
+        upper_bound: a.upper_bound,
+        min_length: a.min_length,
+        max_length: a.max_length,
+        read_only: Some(a.read_only),
+        unique: None,
+    }
+}
+
 /// The registry as metal3's FirmwareSchema describes it.
 fn as_schema(bios: &Bios) -> BTreeMap<String, SettingSchema> {
     bios.registry
         .iter()
-        .map(|a| {
-            (
-                a.name.clone(),
-                SettingSchema {
-                    attribute_type: a.kind.clone(),
-                    allowable_values: a.allowable_values.clone(),
-                    lower_bound: a.lower_bound,
-                    upper_bound: a.upper_bound,
-                    min_length: a.min_length,
-                    max_length: a.max_length,
-                    read_only: Some(a.read_only),
-                    unique: None,
-                },
-            )
-        })
+        .map(|a| (a.name.clone(), setting_schema(a)))
         .collect()
 }
 

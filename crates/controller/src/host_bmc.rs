@@ -1,24 +1,26 @@
 //! A direct connection to a host's BMC for controllers that only read from it (firmware
-//! settings and versions): the address and credentials Secret of the BareMetalHost, with a
-//! bounded timeout; the key of the per-BMC gate the reads go through.
+//! settings and versions): the address of the BareMetalHost and the credentials the host
+//! controller caches, with a bounded timeout; the key of the per-BMC gate the reads go through.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use ferrometal_api::BareMetalHost;
-use ferrometal_bmc::{Bmc, BmcAddress, BmcOptions, Credentials};
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
+use ferrometal_bmc::{Bmc, BmcAddress, BmcOptions};
 
 use crate::bmc_gate::BmcGate;
+use crate::error::Error;
+use crate::secrets::{CredentialsObservation, SecretCache, read_credentials};
 
-/// Connects to `host`'s BMC. The outer error is the API's (retry); the inner one says, in
-/// words fit for a condition, why the host's BMC cannot be reached as configured.
+/// Connects to `host`'s BMC with the credentials the host controller uses (its cache of the
+/// Secrets hosts reference, read on a miss). The outer error is the API's (retry); the inner
+/// one says, in words fit for a condition, why the host's BMC cannot be reached as configured.
 pub async fn connect(
     client: &kube::Client,
+    secrets: &SecretCache,
     host: &BareMetalHost,
     timeout: Duration,
-) -> Result<Result<(Arc<dyn Bmc>, String), String>, kube::Error> {
+) -> Result<Result<(Arc<dyn Bmc>, String), String>, Error> {
     let Some(bmc) = host.spec.bmc.as_ref().filter(|b| !b.address.is_empty()) else {
         return Ok(Err("the host has no BMC".into()));
     };
@@ -26,36 +28,36 @@ pub async fn connect(
         Ok(a) => a,
         Err(e) => return Ok(Err(format!("spec.bmc.address: {e}"))),
     };
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), host.namespace_or_default());
-    let Some(secret) = secrets.get_opt(&bmc.credentials_name).await? else {
-        return Ok(Err(format!(
-            "the BMC credentials Secret {} is missing",
-            bmc.credentials_name
-        )));
-    };
-    let c = crate::secrets::credentials_of(&secret);
-    let (Some(user), Some(password)) = (c.username, c.password) else {
-        return Ok(Err(format!(
-            "the BMC credentials Secret {} needs username and password",
-            bmc.credentials_name
-        )));
+    let credentials = match read_credentials(client, secrets, host).await? {
+        (_, Some(credentials)) => credentials,
+        (CredentialsObservation::MissingKey { secret, key }, None) => {
+            return Ok(Err(format!(
+                "the BMC credentials Secret {secret} has no {key}"
+            )));
+        }
+        (_, None) => {
+            return Ok(Err(format!(
+                "the BMC credentials Secret {} is missing",
+                bmc.credentials_name
+            )));
+        }
     };
     let options = BmcOptions {
         timeout,
         disable_certificate_verification: bmc.disable_certificate_verification,
         ..BmcOptions::default()
     };
-    Ok(
-        ferrometal_bmc::connect(&address, Credentials::new(user, password), options)
-            .map(|b| (b, BmcGate::key(&address)))
-            .map_err(|e| e.to_string()),
-    )
+    Ok(ferrometal_bmc::connect(&address, credentials, options)
+        .map(|b| (b, BmcGate::key(&address)))
+        .map_err(|e| e.to_string()))
 }
 
 /// What the read-only host controllers (firmware settings, firmware components) share.
 pub struct ReadContext {
     pub client: kube::Client,
     pub gate: Arc<BmcGate>,
+    /// The host controller's credentials cache.
+    pub secrets: Arc<SecretCache>,
     /// The hosts this process runs.
     pub hosts: kube::runtime::reflector::Store<BareMetalHost>,
 }
@@ -65,7 +67,7 @@ pub enum ReadError {
     #[error("writing {0}: {1}")]
     Write(String, kube::Error),
     #[error("reading a BMC credentials Secret: {0}")]
-    Secret(kube::Error),
+    Secret(Error),
 }
 
 /// Connects to `host`'s BMC and runs one read through the per-BMC gate, logging out after.
@@ -80,7 +82,7 @@ where
     F: FnOnce(Arc<dyn Bmc>) -> Fut,
     Fut: std::future::Future<Output = Result<T, ferrometal_bmc::BmcError>>,
 {
-    let (bmc, key) = match connect(&ctx.client, host, timeout)
+    let (bmc, key) = match connect(&ctx.client, &ctx.secrets, host, timeout)
         .await
         .map_err(ReadError::Secret)?
     {

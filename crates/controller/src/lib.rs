@@ -256,11 +256,14 @@ pub async fn run(
             rufio::run(ctx, config.concurrency, shutdown.clone()).await;
         }
     };
+    // One credentials cache for every controller that reaches a host's BMC.
+    let secrets = Arc::new(secrets::SecretCache::default());
     let hosts = run_hosts(
         client.clone(),
         provisioner,
         config.clone(),
         gate.clone(),
+        secrets.clone(),
         host_watches,
         shutdown.clone(),
     );
@@ -269,6 +272,7 @@ pub async fn run(
         Arc::new(host_bmc::ReadContext {
             client: client.clone(),
             gate: gate.clone(),
+            secrets: secrets.clone(),
             hosts: firmware_hosts.store.clone(),
         }),
         firmware_hosts,
@@ -279,6 +283,7 @@ pub async fn run(
         Arc::new(host_bmc::ReadContext {
             client: client.clone(),
             gate: gate.clone(),
+            secrets: secrets.clone(),
             hosts: component_hosts.store.clone(),
         }),
         component_hosts,
@@ -312,12 +317,14 @@ pub struct HostWatches {
 }
 
 /// Runs the host controller (and BMCJobs) until `shutdown` resolves; `gate` limits the calls
-/// to each BMC.
+/// to each BMC; `credentials` is the credentials cache it keeps current (shared with the read
+/// controllers).
 pub async fn run_hosts(
     client: kube::Client,
     provisioner: Arc<dyn Provisioner>,
     config: ControllerConfig,
     gate: Arc<bmc_gate::BmcGate>,
+    credentials: Arc<secrets::SecretCache>,
     watches: HostWatches,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
@@ -342,6 +349,7 @@ pub async fn run_hosts(
         provisioner,
         config,
         reader.clone(),
+        credentials,
         gate,
     ));
     let (ctx, woken) = host::context::HostContext::new(

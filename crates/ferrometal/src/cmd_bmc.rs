@@ -9,11 +9,11 @@ use anyhow::{Context, bail};
 use clap::{Subcommand, ValueEnum};
 use std::collections::BTreeMap;
 
-use ferrometal_api::firmware::SettingSchema;
 use ferrometal_bmc::{
-    AuthMode, Bios, BiosAttribute, Bmc, BmcAddress, BmcOptions, BootDevice, BootMode, BootOverride,
-    Credentials, PowerAction, PowerState,
+    AuthMode, Bios, Bmc, BmcAddress, BmcOptions, BootDevice, BootMode, BootOverride, Credentials,
+    PowerAction, PowerState,
 };
+use ferrometal_controller::firmware_settings::setting_schema;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::json;
 
@@ -277,20 +277,6 @@ fn bios_changes(
         out.insert(name.to_string(), value);
     }
     Ok(out)
-}
-
-/// A registry attribute as metal3's FirmwareSchema describes one.
-fn setting_schema(attr: &BiosAttribute) -> SettingSchema {
-    SettingSchema {
-        attribute_type: attr.kind.clone(),
-        allowable_values: attr.allowable_values.clone(),
-        lower_bound: attr.lower_bound,
-        upper_bound: attr.upper_bound,
-        min_length: attr.min_length,
-        max_length: attr.max_length,
-        read_only: Some(attr.read_only),
-        unique: None,
-    }
 }
 
 async fn wait_for(
