@@ -1,5 +1,5 @@
-//! metal3 kinds ferrometal serves and stores but does not act on yet (update policies, data
-//! images, BMC event subscriptions, preprovisioning images, switches). metal3
+//! metal3 kinds ferrometal serves and stores but does not act on yet (BMC event subscriptions,
+//! preprovisioning images, switches). metal3
 //! users' YAML applies unchanged; rather than let such an object sit as if something were
 //! happening, this controller says in its status that nothing will: condition
 //! `ferrometal.io/NotActedOn` (True, at the object's generation), and for
@@ -45,10 +45,6 @@ pub fn kept_kinds() -> Vec<KeptKind> {
         }
     }
     vec![
-        kind::<media::DataImage>(
-            "ferrometal stores DataImages but does not attach them yet: no virtual media is \
-             inserted",
-        ),
         kind::<media::PreprovisioningImage>(
             "ferrometal stores PreprovisioningImages but builds its agent boot media itself; \
              no image is built for this object",

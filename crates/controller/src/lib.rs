@@ -29,7 +29,8 @@
 //! The controllers — [`host`] (BareMetalHost and its HardwareData), [`job`] (BMCJob),
 //! [`claim`] (HostClaim), [`remote`] (HostClaims served by another cluster), [`rufio`]
 //! (Tinkerbell Rufio's Machine, Job and Task), [`firmware_settings`] (HostFirmwareSettings:
-//! the BIOS read and the wanted settings validated), [`firmware_components`]
+//! the BIOS read and the wanted settings validated), [`data_images`] (DataImage: tied to its
+//! host, let go once detached), [`firmware_components`]
 //! (HostFirmwareComponents: the firmware versions read, the wanted updates validated) and [`kept_kinds`] (the metal3 kinds stored
 //! but not acted on, which it says in their status) — never import one another, so each can be read,
 //! tested and changed on its own. What two of them share lives below them: [`error`],
@@ -44,6 +45,7 @@ pub mod claim;
 pub mod conditions;
 pub mod config;
 pub mod context;
+pub mod data_images;
 pub mod detached;
 pub mod error;
 pub mod events;
@@ -71,6 +73,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrometal_api::firmware::{HostFirmwareComponents, HostFirmwareSettings, HostUpdatePolicy};
+use ferrometal_api::media::DataImage;
 use ferrometal_api::{BareMetalHost, HardwareData, HostClaim};
 use ferrometal_provisioner::Provisioner;
 use futures::{StreamExt, TryStreamExt};
@@ -140,6 +143,7 @@ pub async fn run(
     let mut settings_watch = SharedWatch::<HostFirmwareSettings>::cached();
     let mut components_watch = SharedWatch::<HostFirmwareComponents>::cached();
     let mut policy_watch = SharedWatch::<HostUpdatePolicy>::cached();
+    let mut image_watch = SharedWatch::<DataImage>::cached();
     let host_watches = HostWatches {
         hosts: host_watch.subscribe(),
         hosts_for_jobs: host_watch.events(),
@@ -148,7 +152,10 @@ pub async fn run(
         firmware_settings: settings_watch.subscribe(),
         firmware_components: components_watch.subscribe(),
         update_policies: policy_watch.subscribe(),
+        data_images: image_watch.subscribe(),
     };
+    let data_images_watched = image_watch.subscribe();
+    let data_image_hosts = host_watch.subscribe();
     let firmware_settings_watched = settings_watch.subscribe();
     let firmware_components_watched = components_watch.subscribe();
     let claim_watches = claim::Watches {
@@ -215,6 +222,12 @@ pub async fn run(
                 shutdown.clone()
             ),
             components_watch.run(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                without_managed_fields,
+                shutdown.clone()
+            ),
+            image_watch.run(
                 Api::all(client.clone()),
                 watcher::Config::default(),
                 without_managed_fields,
@@ -290,7 +303,16 @@ pub async fn run(
         firmware_components_watched,
         shutdown.clone(),
     );
-    let (hosts, claims, remote_claims, (), (), (), (), ()) = tokio::join!(
+    let data_images = data_images::run(
+        Arc::new(data_images::DataImageContext {
+            client: client.clone(),
+            hosts: data_image_hosts.store.clone(),
+        }),
+        data_image_hosts,
+        data_images_watched,
+        shutdown.clone(),
+    );
+    let (hosts, claims, remote_claims, (), (), (), (), (), ()) = tokio::join!(
         hosts,
         claims,
         remote_claims,
@@ -298,6 +320,7 @@ pub async fn run(
         kept,
         firmware,
         components,
+        data_images,
         watches
     );
     hosts.and(claims).and(remote_claims)
@@ -314,6 +337,7 @@ pub struct HostWatches {
     pub firmware_settings: Watched<HostFirmwareSettings>,
     pub firmware_components: Watched<HostFirmwareComponents>,
     pub update_policies: Watched<HostUpdatePolicy>,
+    pub data_images: Watched<DataImage>,
 }
 
 /// Runs the host controller (and BMCJobs) until `shutdown` resolves; `gate` limits the calls
@@ -339,6 +363,7 @@ pub async fn run_hosts(
         firmware_settings,
         firmware_components,
         update_policies,
+        data_images,
     } = watches;
     let trigger = host_events
         .applied_objects()
@@ -354,10 +379,11 @@ pub async fn run_hosts(
     ));
     let (ctx, woken) = host::context::HostContext::new(
         shared.clone(),
-        host::firmware_work::FirmwareStores {
+        host::companions::CompanionStores {
             settings: firmware_settings.store,
             components: firmware_components.store,
             policies: update_policies.store,
+            data_images: data_images.store,
         },
     );
     let ctx = Arc::new(ctx);

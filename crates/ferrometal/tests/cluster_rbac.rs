@@ -255,14 +255,14 @@ const METAL3_KINDS: &str = concat!(
 
 /// Whether every object of the fixture that has a status carries the controller's condition.
 fn all_kept_marked(s: &Serve) -> bool {
-    let kinds = "dataimages,preprovisioningimages,bmceventsubscriptions,baremetalswitches,\
+    let kinds = "preprovisioningimages,bmceventsubscriptions,baremetalswitches,\
                  hostnetworkattachments";
     let o = s.kubectl(&["get", kinds, "-n", "default", "-o", "json"]);
     let Ok(list) = serde_json::from_slice::<Value>(&o.stdout) else {
         return false;
     };
     let items = list["items"].as_array().cloned().unwrap_or_default();
-    items.len() == 5
+    items.len() == 4
         && items.iter().all(|i| {
             i["status"]["conditions"]
                 .as_array()
@@ -345,7 +345,25 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
                 ]);
                 let components = serde_json::from_slice::<Value>(&o.stdout)
                     .is_ok_and(|h| h["status"]["components"].is_array());
-                settings && components
+                // h0's DataImage is tied to it (a finalizer), the fixture's host-less one says
+                // it has no host.
+                let o = s.kubectl(&["get", "dataimages", "-n", "default", "-o", "json"]);
+                let images = serde_json::from_slice::<Value>(&o.stdout).is_ok_and(|l| {
+                    let items = l["items"].as_array().cloned().unwrap_or_default();
+                    let held = items.iter().any(|i| {
+                        i["metadata"]["name"] == "h0"
+                            && i["metadata"]["finalizers"][0] == "dataimage.metal3.io"
+                    });
+                    let told = items.iter().any(|i| {
+                        i["status"]["conditions"].as_array().is_some_and(|c| {
+                            c.iter().any(|c| {
+                                c["type"] == "ferrometal.io/HostFound" && c["status"] == "False"
+                            })
+                        })
+                    });
+                    held && told
+                });
+                settings && components && images
             }),
             Some(Box::new(|| {
                 s.kubectl_stdin(
@@ -354,7 +372,10 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
                         "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareSettings\n\
                          metadata: {name: h0, namespace: default}\nspec: {settings: {}}\n---\n\
                          apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareComponents\n\
-                         metadata: {name: h0, namespace: default}\nspec: {updates: []}\n",
+                         metadata: {name: h0, namespace: default}\nspec: {updates: []}\n---\n\
+                         apiVersion: metal3.io/v1alpha1\nkind: DataImage\n\
+                         metadata: {name: h0, namespace: default}\n\
+                         spec: {url: 'http://images.example/data.iso'}\n",
                     ),
                 );
                 true

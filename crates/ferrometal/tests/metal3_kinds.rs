@@ -14,8 +14,7 @@ const KINDS: &str = concat!(
 );
 
 /// The kinds of the fixture ferrometal keeps without acting on them, by plural.
-const KEPT: [&str; 5] = [
-    "dataimages",
+const KEPT: [&str; 4] = [
     "preprovisioningimages",
     "bmceventsubscriptions",
     "baremetalswitches",
@@ -260,12 +259,26 @@ async fn lab(
     host_spec: &str,
     objects: &str,
 ) -> (ferrometal_emulator::Emulator, tempfile::TempDir, Serve) {
+    lab_with(
+        ferrometal_emulator::EmulatorConfig::default(),
+        host_spec,
+        objects,
+    )
+    .await
+}
+
+/// [`lab`] with the emulator's configuration (one system, 100 ms power changes, over it).
+async fn lab_with(
+    config: ferrometal_emulator::EmulatorConfig,
+    host_spec: &str,
+    objects: &str,
+) -> (ferrometal_emulator::Emulator, tempfile::TempDir, Serve) {
     use ferrometal_emulator::{Emulator, EmulatorConfig};
     let emu = Emulator::start(
         EmulatorConfig {
             systems: 1,
             power_delay: std::time::Duration::from_millis(100),
-            ..Default::default()
+            ..config
         },
         "127.0.0.1:0".parse().unwrap(),
     )
@@ -985,4 +998,106 @@ async fn hardware_raid_volumes_are_built_in_preparing_changed_and_removed() {
         ],
         "each volume built once and deleted once"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_image_is_attached_at_the_next_boot_and_detached_when_deleted() {
+    // The emulator records the ISO without fetching it.
+    let config = ferrometal_emulator::EmulatorConfig {
+        fetch_media: false,
+        ..Default::default()
+    };
+    let (emu, _dir, s) = lab_with(config, ", externallyProvisioned: true, online: true", "").await;
+    let bmh = || s.json(&["get", "bmh", "node-0", "-n", "infra", "-o", "json"]);
+    s.wait("externally provisioned and on", || {
+        let b = bmh();
+        b["status"]["provisioning"]["state"] == "externally provisioned"
+            && b["status"]["poweredOn"] == true
+    });
+    let image = "apiVersion: metal3.io/v1alpha1\nkind: DataImage\n\
+                 metadata: {name: node-0, namespace: infra}\n\
+                 spec: {url: 'http://images.example/config.iso'}\n";
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(image));
+    assert!(out.status.success(), "{}", output_text(&out));
+    let di = || s.json(&["get", "dataimage", "node-0", "-n", "infra", "-o", "json"]);
+    s.wait("the DataImage tied to its host", || {
+        let d = di();
+        d["metadata"]["finalizers"][0] == "dataimage.metal3.io"
+            && d["metadata"]["ownerReferences"][0]["name"] == "node-0"
+    });
+    assert!(
+        !emu.state(0).virtual_media.inserted,
+        "nothing attached before the next boot"
+    );
+    let reboot = |s: &Serve| {
+        let boots = emu.state(0).boots;
+        s.ok(&[
+            "annotate",
+            "bmh",
+            "node-0",
+            "-n",
+            "infra",
+            "reboot.metal3.io=",
+        ]);
+        s.wait("the reboot done", || {
+            let b = bmh();
+            emu.state(0).boots > boots
+                && b["metadata"]["annotations"]
+                    .get("reboot.metal3.io")
+                    .is_none()
+                && b["status"]["poweredOn"] == true
+        });
+    };
+    reboot(&s);
+    s.wait("the attachment recorded", || {
+        di()["status"]["attachedImage"]["url"] == "http://images.example/config.iso"
+    });
+    let media = emu.state(0).virtual_media;
+    assert!(media.inserted);
+    assert_eq!(
+        media.image.as_deref(),
+        Some("http://images.example/config.iso")
+    );
+    assert!(host_events(&s, "node-0").contains(&"DataImageAttached".to_string()));
+
+    // Deleted: held until the next boot detaches it, then gone.
+    s.ok(&[
+        "delete",
+        "dataimage",
+        "node-0",
+        "-n",
+        "infra",
+        "--wait=false",
+    ]);
+    s.wait("marked for deletion", || {
+        di()["metadata"]["deletionTimestamp"].is_string()
+    });
+    assert!(
+        emu.state(0).virtual_media.inserted,
+        "detached only at the next boot"
+    );
+    reboot(&s);
+    s.wait("the DataImage gone", || {
+        !s.kubectl(&["get", "dataimage", "node-0", "-n", "infra"])
+            .status
+            .success()
+    });
+    assert!(!emu.state(0).virtual_media.inserted);
+    assert_eq!(
+        bmh()["status"]["provisioning"]["state"],
+        "externally provisioned"
+    );
+
+    // A DataImage with no host of its name says so.
+    let lonely = "apiVersion: metal3.io/v1alpha1\nkind: DataImage\n\
+                  metadata: {name: nobody, namespace: infra}\nspec: {url: 'http://x/y.iso'}\n";
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(lonely));
+    assert!(out.status.success(), "{}", output_text(&out));
+    s.wait("no host, said so", || {
+        condition(
+            &s.json(&["get", "dataimage", "nobody", "-n", "infra", "-o", "json"]),
+            "ferrometal.io/HostFound",
+        )
+        .is_some_and(|(st, why)| st == "False" && why.contains("no BareMetalHost named nobody"))
+    });
 }

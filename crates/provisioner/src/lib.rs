@@ -308,6 +308,21 @@ pub trait Provisioner: Send + Sync + 'static {
         ))
     }
 
+    /// Attach the ISO at `url` to the host as virtual media (metal3's DataImage), replacing
+    /// any other image; `None` detaches it. One BMC action per call, observed first; `Done`
+    /// once the BMC shows it.
+    async fn data_image(&self, host: &HostInfo, url: Option<&str>) -> Result<Step> {
+        let _ = url;
+        Err(ProvisionerError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} provisioner attaches no DataImage (host {})",
+                self.name(),
+                host.key
+            ),
+        ))
+    }
+
     /// Write or boot the image and leave the host running it.
     async fn provision(&self, host: &HostInfo, deployment: &Deployment) -> Result<Step>;
 

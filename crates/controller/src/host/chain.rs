@@ -13,7 +13,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::decide::{
-    Call, Decision, FinalizerChange, FirmwareWork, Input, Memo, MemoChange, Outcome, decide,
+    Call, DataImageWork, Decision, FinalizerChange, FirmwareWork, Input, Memo, MemoChange, Outcome,
+    decide,
 };
 use crate::config::Timing;
 use crate::secrets::CredentialsObservation;
@@ -33,6 +34,7 @@ pub struct Chain {
     pub jitter: f64,
     /// What the host's firmware objects asked when the chain started.
     pub firmware: FirmwareWork,
+    pub data_image: Option<DataImageWork>,
     steps: usize,
     bmc_calls: usize,
 }
@@ -59,6 +61,7 @@ impl Chain {
         credentials: Option<Credentials>,
         memo: Option<Memo>,
         firmware: FirmwareWork,
+        data_image: Option<DataImageWork>,
     ) -> Chain {
         Chain {
             uid: host.metadata.uid.clone(),
@@ -69,6 +72,7 @@ impl Chain {
             credentials,
             jitter: rand::random::<f64>(),
             firmware,
+            data_image,
             steps: 0,
             bmc_calls: 0,
         }
@@ -100,6 +104,7 @@ impl Chain {
                 credentials: self.observation.clone(),
                 memo: self.memo.as_ref(),
                 firmware: &self.firmware,
+                data_image: self.data_image.as_ref(),
                 last: last.take(),
                 now,
                 jitter: self.jitter,
@@ -175,6 +180,9 @@ impl Chain {
             }
         }
         total.updates_done.extend(d.updates_done);
+        if d.data_image.is_some() {
+            total.data_image = d.data_image;
+        }
         if d.error_category.is_some() {
             total.error_category = d.error_category;
         }

@@ -11,8 +11,8 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::chain::Resume;
+use super::companions::CompanionStores;
 use super::decide::Memo;
-use super::firmware_work::FirmwareStores;
 use crate::config::Timing;
 use crate::context::Context;
 use crate::detached::Detached;
@@ -34,7 +34,7 @@ pub struct HostContext {
     /// Host BMC calls running off the reconcile workers.
     pub detached: Detached<BareMetalHost, Resume>,
     /// The hosts' firmware objects (named after their hosts).
-    pub firmware: FirmwareStores,
+    pub firmware: CompanionStores,
 }
 
 // Host reconciles read the shared fields (client, provisioner, config, ...) as their own.
@@ -49,7 +49,7 @@ impl Deref for HostContext {
 impl HostContext {
     pub fn new(
         shared: Arc<Context>,
-        firmware: FirmwareStores,
+        firmware: CompanionStores,
     ) -> (HostContext, UnboundedReceiver<ObjectRef<BareMetalHost>>) {
         let (detached, woken) = Detached::new();
         let ctx = HostContext {

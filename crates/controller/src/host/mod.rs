@@ -1,9 +1,9 @@
 //! The BareMetalHost reconciler: read → decide (pure) → apply.
 
 pub mod chain;
+pub mod companions;
 pub mod context;
 pub mod decide;
-pub mod firmware_work;
 pub mod reconcile;
 
 #[cfg(test)]

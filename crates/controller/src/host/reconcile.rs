@@ -20,9 +20,9 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::chain::{Chain, Next, Resume};
+use super::companions::{data_image_work, firmware_work, record_data_image, record_updates};
 use super::context::HostContext;
 use super::decide::{Call, Decision, FinalizerChange, MemoChange, Outcome};
-use super::firmware_work::{firmware_work, record_updates};
 use crate::detached::Found;
 use crate::error::Error;
 use crate::events::HostEvent;
@@ -100,8 +100,16 @@ async fn reconcile_host(
             let (observation, credentials) =
                 read_credentials(&ctx.client, &ctx.secrets, host).await?;
             let firmware = firmware_work(host, &ctx.firmware);
+            let data_image = data_image_work(host, &ctx.firmware);
             (
-                Chain::new(host, observation, credentials, ctx.memo(&key), firmware),
+                Chain::new(
+                    host,
+                    observation,
+                    credentials,
+                    ctx.memo(&key),
+                    firmware,
+                    data_image,
+                ),
                 None,
                 false,
             )
@@ -363,6 +371,10 @@ async fn execute(
                 .await
                 .map(|s| step(s, Outcome::Inspected)),
             (Call::Prepare, _) => p.prepare(&info).await.map(|s| step(s, done)),
+            (Call::DataImage(url), _) => p
+                .data_image(&info, url.as_deref())
+                .await
+                .map(|s| step(s, done)),
             (Call::ConfigureRaid(volumes), _) => p
                 .configure_raid(&info, volumes)
                 .await
@@ -532,6 +544,9 @@ async fn apply(
     // After the memo, which keeps the updates from being made again while this is retried.
     if !d.updates_done.is_empty() {
         record_updates(&ctx.client, host, &ctx.firmware, &d.updates_done).await?;
+    }
+    if let Some(result) = &d.data_image {
+        record_data_image(&ctx.client, host, &ctx.firmware, result).await?;
     }
     if d.finalizer == Some(FinalizerChange::Remove) {
         ctx.set_state(key, None);

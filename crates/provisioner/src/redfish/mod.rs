@@ -311,6 +311,32 @@ impl Provisioner for RedfishProvisioner {
         Ok(())
     }
 
+    async fn data_image(&self, host: &HostInfo, url: Option<&str>) -> Result<Step> {
+        if host.bmc.protocol() != Protocol::Redfish {
+            return Err(unsupported(format!(
+                "host {}: a DataImage needs virtual media, which its IPMI BMC does not have",
+                host.key
+            )));
+        }
+        let (_st, bmc) = self.session(host).await?;
+        let media = bmc.media_status().await?;
+        match (url, media.inserted, media.image.as_deref()) {
+            (None, false, _) => Ok(Step::Done(())),
+            (Some(url), true, Some(image)) if image == url => Ok(Step::Done(())),
+            (_, true, _) => {
+                bmc.eject_media().await?;
+                if url.is_none() {
+                    return Ok(Step::Done(()));
+                }
+                self.step_waiting("virtual media ejected for the DataImage")
+            }
+            (Some(url), false, _) => {
+                bmc.insert_media(url).await?;
+                Ok(Step::Done(()))
+            }
+        }
+    }
+
     async fn media_state(&self, host: &HostInfo) -> Result<ferrometal_bmc::MediaStatus> {
         let (_st, bmc) = self.session(host).await?;
         Ok(bmc.media_status().await?)

@@ -11,10 +11,11 @@
 //!
 //! The engine (`engine`) and what goes in and out (`protocol`) are shared by the steps, grouped
 //! as the host's life goes: `register` (registration and inspection), `provision`, `firmware`
-//! (firmware settings in preparing and servicing), `deprovision` (deprovisioning and deletion)
-//! and `steady` (steady state and power). This file holds only the entry point and the order
-//! the steps run in.
+//! (firmware in preparing and servicing), `data_image` (DataImages at power-on),
+//! `deprovision` (deprovisioning and deletion) and `steady` (steady state and power). This file
+//! holds only the entry point and the order the steps run in.
 
+mod data_image;
 mod deprovision;
 mod engine;
 mod firmware;
@@ -25,7 +26,8 @@ mod steady;
 
 pub use engine::{backoff, update_conditions};
 pub use protocol::{
-    Call, Decision, FinalizerChange, FirmwareWork, Input, Memo, MemoChange, Outcome,
+    Call, DataImageResult, DataImageWork, Decision, FinalizerChange, FirmwareWork, Input, Memo,
+    MemoChange, Outcome,
 };
 
 use ferrometal_api::ProvisioningState;

@@ -36,6 +36,29 @@ pub struct Memo {
     /// Firmware updates made: not made again while the HostFirmwareComponents' record of them
     /// is on its way.
     pub updates_done: Vec<ComponentUpdate>,
+    /// A DataImage attach (or, `None`, detach) that failed: not tried again until the
+    /// DataImage asks for something else.
+    pub data_image_failed: Option<Option<String>>,
+}
+
+/// The host's DataImage (metal3's): an ISO to attach as virtual media at its next boot.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DataImageWork {
+    pub url: String,
+    /// Being deleted: detach it.
+    pub deleting: bool,
+    /// What its status says is attached.
+    pub attached: Option<String>,
+    /// Its status' last error message.
+    pub error: Option<String>,
+}
+
+/// What the host did with its DataImage, for its status.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataImageResult {
+    Attached(String),
+    Detached,
+    Failed(String),
 }
 
 /// What the host's HostFirmwareSettings and HostUpdatePolicy ask, as the reconciler read them.
@@ -58,11 +81,17 @@ pub struct FirmwareWork {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Call {
     HasCapacity,
-    Register { credentials_changed: bool },
-    Inspect { refresh: bool },
+    Register {
+        credentials_changed: bool,
+    },
+    Inspect {
+        refresh: bool,
+    },
     Prepare,
     ChangeFirmware(FirmwareChanges),
     ConfigureRaid(Vec<ferrometal_api::HardwareRaidVolume>),
+    /// Attach this ISO as virtual media (`None`: detach).
+    DataImage(Option<String>),
     Provision,
     Adopt,
     Deprovision,
@@ -103,6 +132,7 @@ pub struct Input<'a> {
     pub credentials: CredentialsObservation,
     pub memo: Option<&'a Memo>,
     pub firmware: &'a FirmwareWork,
+    pub data_image: Option<&'a DataImageWork>,
     /// The call made in this reconcile and its outcome (second pass only).
     pub last: Option<(Call, Outcome)>,
     pub now: Timestamp,
@@ -139,6 +169,8 @@ pub struct Decision {
     pub memo: MemoChange,
     /// `None`: wait for a change to the host.
     pub requeue: Option<Duration>,
+    /// What was done with the DataImage: recorded in its status.
+    pub data_image: Option<DataImageResult>,
     /// Firmware updates just made: recorded in the HostFirmwareComponents' `status.updates`.
     pub updates_done: Vec<ComponentUpdate>,
     /// Low-cardinality cause when this reconcile recorded a host error (for metrics).

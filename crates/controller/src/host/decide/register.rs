@@ -193,6 +193,7 @@ impl Engine<'_, '_> {
             power_in_flight: None,
             settings_done: None,
             updates_done: Vec::new(),
+            data_image_failed: None,
         });
     }
 

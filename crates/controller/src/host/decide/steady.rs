@@ -88,6 +88,7 @@ impl Engine<'_, '_> {
         } else if let Some(value) = self.annotation(ann::OPERATION) {
             self.operation(value)?;
         }
+        self.data_image(want_on)?;
         self.servicing(want_on)?;
         let in_flight = self.memo.as_ref().and_then(|m| m.power_in_flight);
         if want_on != is_on || in_flight.is_some_and(|target| target != want_on) {

@@ -160,6 +160,7 @@ fn errors_and_credentials() {
                     power_in_flight: None,
                     settings_done: None,
                     updates_done: Vec::new(),
+                    data_image_failed: None,
                 })
             }),
             Some(Call::Adopt),

@@ -384,3 +384,101 @@ fn hardware_raid_is_built_in_preparing_and_recorded() {
         ),
     ]);
 }
+
+fn data_image(attached: Option<&str>, deleting: bool) -> DataImageWork {
+    DataImageWork {
+        url: "http://x/data.iso".into(),
+        deleting,
+        attached: attached.map(String::from),
+        error: None,
+    }
+}
+
+/// A provisioned host off on its way back on, with `image` a disk image (the CD is free).
+fn rebooting(work: DataImageWork) -> Fx {
+    with(fx(S::Provisioned), |f| {
+        f.status_mut().powered_on = false;
+        let mut disk = image("http://img/a.qcow2");
+        disk.format = Some(ferrometal_api::ImageFormat::Qcow2);
+        f.spec.image = Some(disk.clone());
+        f.status_mut().provisioning.image = Some(disk);
+        f.data_image = Some(work);
+    })
+}
+
+#[test]
+fn data_images_are_attached_and_detached_on_the_way_back_on() {
+    check_all(vec![
+        case(
+            "off on its way on, not attached → attach, recorded",
+            rebooting(data_image(None, false)),
+            Some(Call::DataImage(Some("http://x/data.iso".into()))),
+            Some(Outcome::Done),
+            |d| {
+                assert_eq!(
+                    d.data_image,
+                    Some(DataImageResult::Attached("http://x/data.iso".into()))
+                );
+                assert!(has_event(d, "DataImageAttached"));
+            },
+        ),
+        case(
+            "attached already → power on as usual",
+            rebooting(data_image(Some("http://x/data.iso"), false)),
+            Some(Call::PowerOn),
+            Some(Outcome::Done),
+            |d| assert_eq!(d.data_image, None),
+        ),
+        case(
+            "being deleted → detach",
+            rebooting(data_image(Some("http://x/data.iso"), true)),
+            Some(Call::DataImage(None)),
+            Some(Outcome::Done),
+            |d| assert_eq!(d.data_image, Some(DataImageResult::Detached)),
+        ),
+        case(
+            "the BMC refuses → recorded on the DataImage, not tried again, the host goes on",
+            rebooting(data_image(None, false)),
+            Some(Call::DataImage(Some("http://x/data.iso".into()))),
+            Some(failed(ErrorKind::Failed, "no virtual media")),
+            |d| {
+                assert!(
+                    matches!(&d.data_image, Some(DataImageResult::Failed(m)) if m.contains("no virtual media"))
+                );
+                assert!(matches!(&d.memo, MemoChange::Set(m) if m.data_image_failed.is_some()));
+                assert_eq!(
+                    st_or_none(d).and_then(|s| s.error_type),
+                    None,
+                    "not a host error"
+                );
+            },
+        ),
+        case(
+            "a live ISO in the CD → refused without a BMC call",
+            with(fx(S::Provisioned), |f| {
+                f.status_mut().powered_on = false;
+                f.data_image = Some(data_image(None, false));
+            }),
+            Some(Call::PowerOn),
+            Some(Outcome::Done),
+            |d| {
+                assert!(
+                    matches!(&d.data_image, Some(DataImageResult::Failed(m)) if m.contains("live ISO"))
+                )
+            },
+        ),
+        case(
+            "on and running → nothing until the next boot",
+            with(rebooting(data_image(None, false)), |f| {
+                f.status_mut().powered_on = true
+            }),
+            None,
+            None,
+            |d| assert_eq!(d.data_image, None),
+        ),
+    ]);
+}
+
+fn st_or_none(d: &Decision) -> Option<&ferrometal_api::BareMetalHostStatus> {
+    d.status.as_ref()
+}

@@ -54,6 +54,7 @@ struct Fx {
     credentials: CredentialsObservation,
     memo: Option<Memo>,
     firmware: FirmwareWork,
+    data_image: Option<DataImageWork>,
     timing: Timing,
 }
 
@@ -115,8 +116,10 @@ fn fx(state: S) -> Fx {
             power_in_flight: None,
             settings_done: None,
             updates_done: Vec::new(),
+            data_image_failed: None,
         }),
         firmware: FirmwareWork::default(),
+        data_image: None,
         timing: timing(),
     }
 }
@@ -141,6 +144,7 @@ impl Fx {
             credentials: self.credentials.clone(),
             memo: self.memo.as_ref(),
             firmware: &self.firmware,
+            data_image: self.data_image.as_ref(),
             last,
             now: now(),
             jitter: 0.5,

@@ -1,18 +1,20 @@
-//! What a host's HostFirmwareSettings, HostFirmwareComponents and HostUpdatePolicy (all named
-//! after the host, in its namespace) ask of it, read from the caches the host controller keeps
-//! of them.
+//! The objects named after a host, in its namespace, that ask something of it:
+//! HostFirmwareSettings, HostFirmwareComponents, HostUpdatePolicy and DataImage. What they ask
+//! is read from the caches the host controller keeps of them; what the host did is recorded in
+//! their status (the updates made, the image attached).
 
 use ferrometal_api::BareMetalHost;
 use ferrometal_api::firmware::{
     FirmwareUpdate, HostFirmwareComponents, HostFirmwareSettings, HostUpdatePolicy, VALID,
     wanted_text,
 };
+use ferrometal_api::media::DataImage;
 use ferrometal_provisioner::{ComponentUpdate, FirmwareChanges};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::decide::FirmwareWork;
+use super::decide::{DataImageResult, DataImageWork, FirmwareWork};
 
 fn validated(conditions: &[ferrometal_api::Condition], generation: Option<i64>) -> bool {
     conditions
@@ -63,13 +65,72 @@ pub fn settings_changes(hfs: &HostFirmwareSettings) -> FirmwareChanges {
 }
 
 /// The caches the host controller keeps of a host's firmware objects.
-pub struct FirmwareStores {
+pub struct CompanionStores {
     pub settings: Store<HostFirmwareSettings>,
     pub components: Store<HostFirmwareComponents>,
     pub policies: Store<HostUpdatePolicy>,
+    pub data_images: Store<DataImage>,
 }
 
-pub fn firmware_work(host: &BareMetalHost, stores: &FirmwareStores) -> FirmwareWork {
+/// The host's DataImage, if it has one.
+pub fn data_image_work(host: &BareMetalHost, stores: &CompanionStores) -> Option<DataImageWork> {
+    let ns = host.namespace().unwrap_or_default();
+    let di = stores
+        .data_images
+        .get(&ObjectRef::new(&host.name_any()).within(&ns))?;
+    let status = di.status.clone().unwrap_or_default();
+    Some(DataImageWork {
+        url: di.spec.url.clone(),
+        deleting: di.metadata.deletion_timestamp.is_some(),
+        attached: status.attached_image.map(|a| a.url),
+        error: status.error.map(|e| e.message),
+    })
+}
+
+/// Records in the host's DataImage what the host did with it.
+pub async fn record_data_image(
+    client: &kube::Client,
+    host: &BareMetalHost,
+    stores: &CompanionStores,
+    result: &DataImageResult,
+) -> Result<(), kube::Error> {
+    let ns = host.namespace().unwrap_or_default();
+    let name = host.name_any();
+    let now = crate::conditions::now();
+    let status = match result {
+        DataImageResult::Attached(url) => serde_json::json!({
+            "attachedImage": {"url": url}, "error": null, "lastReconciled": now,
+        }),
+        DataImageResult::Detached => {
+            serde_json::json!({"attachedImage": null, "error": null, "lastReconciled": now})
+        }
+        DataImageResult::Failed(message) => {
+            let count = stores
+                .data_images
+                .get(&ObjectRef::new(&name).within(&ns))
+                .and_then(|d| d.status.clone()?.error)
+                .map_or(0, |e| e.count);
+            serde_json::json!({
+                "error": {"count": count + 1, "message": message}, "lastReconciled": now,
+            })
+        }
+    };
+    let api: Api<DataImage> = Api::namespaced(client.clone(), &ns);
+    match api
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "status": status })),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if crate::error::not_found(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+pub fn firmware_work(host: &BareMetalHost, stores: &CompanionStores) -> FirmwareWork {
     let ns = host.namespace().unwrap_or_default();
     let name = host.name_any();
     let hfs = stores.settings.get(&ObjectRef::new(&name).within(&ns));
@@ -107,7 +168,7 @@ pub fn firmware_work(host: &BareMetalHost, stores: &FirmwareStores) -> FirmwareW
 pub async fn record_updates(
     client: &kube::Client,
     host: &BareMetalHost,
-    stores: &FirmwareStores,
+    stores: &CompanionStores,
     done: &[ComponentUpdate],
 ) -> Result<(), kube::Error> {
     let ns = host.namespace().unwrap_or_default();
