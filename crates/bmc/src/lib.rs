@@ -134,6 +134,33 @@ pub trait Bmc: Send + Sync {
             what: "hardware RAID".into(),
         })
     }
+    /// The EventService's subscriptions.
+    async fn subscriptions(&self) -> Result<Vec<EventSubscription>, BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "event subscriptions".into(),
+        })
+    }
+    /// Subscribes `destination` to the BMC's events; `headers` go with every event (they may
+    /// hold a token: never logged).
+    async fn subscribe(
+        &self,
+        _destination: &str,
+        _context: &str,
+        _headers: &std::collections::BTreeMap<String, String>,
+    ) -> Result<EventSubscription, BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "event subscriptions".into(),
+        })
+    }
+    /// Deletes a subscription (one already gone is fine).
+    async fn unsubscribe(&self, _path: &str) -> Result<(), BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "event subscriptions".into(),
+        })
+    }
     /// Ends any session the client holds; basic-auth clients have nothing to do.
     async fn logout(&self) -> Result<(), BmcError> {
         Ok(())

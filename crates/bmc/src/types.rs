@@ -354,6 +354,16 @@ impl Bios {
     }
 }
 
+/// An EventService subscription as the BMC reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventSubscription {
+    /// Its resource, for deleting it.
+    pub path: String,
+    pub id: String,
+    pub destination: String,
+    pub context: String,
+}
+
 /// A hardware RAID volume as the BMC reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RaidVolume {

@@ -1,9 +1,7 @@
-//! metal3 kinds ferrometal serves and stores but does not act on yet (BMC event subscriptions,
-//! preprovisioning images, switches). metal3
-//! users' YAML applies unchanged; rather than let such an object sit as if something were
-//! happening, this controller says in its status that nothing will: condition
-//! `ferrometal.io/NotActedOn` (True, at the object's generation), and for
-//! BMCEventSubscription also `status.error`, the column `kubectl get` shows.
+//! metal3 kinds ferrometal serves and stores but does not act on yet (preprovisioning images,
+//! switches and their attachments). metal3 users' YAML applies unchanged; rather than let such
+//! an object sit as if something were happening, this controller says in its status that
+//! nothing will: condition `ferrometal.io/NotActedOn` (True, at the object's generation).
 //!
 //! One small controller per kind over `DynamicObject`: the reconcile only reads the object and,
 //! when the condition is missing or stale, applies it to the status subresource with its own
@@ -13,7 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrometal_api::{bmc_events, media, switching};
+use ferrometal_api::{media, switching};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
@@ -31,8 +29,6 @@ const FIELD_MANAGER: &str = "ferrometal-kept-kinds";
 pub struct KeptKind {
     pub resource: ApiResource,
     pub message: &'static str,
-    /// Whether metal3's status has a top-level `error` string to repeat the message in.
-    pub error_field: bool,
 }
 
 /// The kinds this controller marks, each with the reason it is not acted on.
@@ -41,7 +37,6 @@ pub fn kept_kinds() -> Vec<KeptKind> {
         KeptKind {
             resource: ApiResource::erase::<K>(&()),
             message,
-            error_field: false,
         }
     }
     vec![
@@ -49,13 +44,6 @@ pub fn kept_kinds() -> Vec<KeptKind> {
             "ferrometal stores PreprovisioningImages but builds its agent boot media itself; \
              no image is built for this object",
         ),
-        KeptKind {
-            error_field: true,
-            ..kind::<bmc_events::BMCEventSubscription>(
-                "ferrometal stores BMCEventSubscriptions but does not subscribe to BMC events \
-                 yet: no subscription is made on the BMC",
-            )
-        },
         kind::<switching::BareMetalSwitch>(
             "ferrometal stores BareMetalSwitches but does not configure switches",
         ),
@@ -80,8 +68,8 @@ struct KindContext {
 
 /// Whether the object already says, at its generation, what `kind` would write.
 fn is_marked(obj: &DynamicObject, kind: &KeptKind) -> bool {
-    let status = obj.data.get("status");
-    let marked = status
+    obj.data
+        .get("status")
         .and_then(|s| s.get("conditions"))
         .and_then(Value::as_array)
         .is_some_and(|cs| {
@@ -91,15 +79,12 @@ fn is_marked(obj: &DynamicObject, kind: &KeptKind) -> bool {
                     && c["message"] == kind.message
                     && c["observedGeneration"].as_i64() == obj.metadata.generation
             })
-        });
-    let error_set = !kind.error_field
-        || status.and_then(|s| s.get("error")).and_then(Value::as_str) == Some(kind.message);
-    marked && error_set
+        })
 }
 
-/// The status apply: this manager's condition (and error), nothing else.
+/// The status apply: this manager's condition, nothing else.
 fn status_patch(obj: &DynamicObject, kind: &KeptKind, now: &str) -> Value {
-    let mut status = json!({
+    let status = json!({
         "conditions": [{
             "type": NOT_ACTED_ON,
             "status": "True",
@@ -109,9 +94,6 @@ fn status_patch(obj: &DynamicObject, kind: &KeptKind, now: &str) -> Value {
             "observedGeneration": obj.metadata.generation,
         }],
     });
-    if kind.error_field {
-        status["error"] = json!(kind.message);
-    }
     json!({
         "apiVersion": kind.resource.api_version,
         "kind": kind.resource.kind,
@@ -197,21 +179,5 @@ mod tests {
         // A new generation (the user changed the spec) is marked again.
         let changed = object(patch["status"].clone(), 2);
         assert!(!is_marked(&changed, kind));
-    }
-
-    #[test]
-    fn a_subscription_also_gets_its_error_column() {
-        let kinds = kept_kinds();
-        let kind = kinds
-            .iter()
-            .find(|k| k.resource.kind == "BMCEventSubscription")
-            .unwrap();
-        let obj = object(json!({}), 1);
-        let patch = status_patch(&obj, kind, "2026-11-27T00:00:00Z");
-        assert_eq!(patch["status"]["error"], json!(kind.message));
-        // Someone else's condition alone does not count.
-        let only_condition = object(json!({"conditions": patch["status"]["conditions"]}), 1);
-        assert!(!is_marked(&only_condition, kind));
-        assert!(is_marked(&object(patch["status"].clone(), 1), kind));
     }
 }

@@ -30,7 +30,8 @@
 //! [`claim`] (HostClaim), [`remote`] (HostClaims served by another cluster), [`rufio`]
 //! (Tinkerbell Rufio's Machine, Job and Task), [`firmware_settings`] (HostFirmwareSettings:
 //! the BIOS read and the wanted settings validated), [`data_images`] (DataImage: tied to its
-//! host, let go once detached), [`firmware_components`]
+//! host, let go once detached), [`bmc_events`] (BMCEventSubscription: a subscription on the
+//! host's BMC), [`firmware_components`]
 //! (HostFirmwareComponents: the firmware versions read, the wanted updates validated) and [`kept_kinds`] (the metal3 kinds stored
 //! but not acted on, which it says in their status) — never import one another, so each can be read,
 //! tested and changed on its own. What two of them share lives below them: [`error`],
@@ -40,6 +41,7 @@
 //! [`remote_servers`] and [`shared_watch`] (one watch per kind, which [`run`] opens and hands to
 //! every controller).
 
+pub mod bmc_events;
 pub mod bmc_gate;
 pub mod claim;
 pub mod conditions;
@@ -156,6 +158,7 @@ pub async fn run(
     };
     let data_images_watched = image_watch.subscribe();
     let data_image_hosts = host_watch.subscribe();
+    let subscription_hosts = host_watch.subscribe();
     let firmware_settings_watched = settings_watch.subscribe();
     let firmware_components_watched = components_watch.subscribe();
     let claim_watches = claim::Watches {
@@ -312,7 +315,17 @@ pub async fn run(
         data_images_watched,
         shutdown.clone(),
     );
-    let (hosts, claims, remote_claims, (), (), (), (), (), ()) = tokio::join!(
+    let subscriptions = bmc_events::run(
+        Arc::new(host_bmc::ReadContext {
+            client: client.clone(),
+            gate: gate.clone(),
+            secrets: secrets.clone(),
+            hosts: subscription_hosts.store.clone(),
+        }),
+        subscription_hosts,
+        shutdown.clone(),
+    );
+    let (hosts, claims, remote_claims, (), (), (), (), (), (), ()) = tokio::join!(
         hosts,
         claims,
         remote_claims,
@@ -321,6 +334,7 @@ pub async fn run(
         firmware,
         components,
         data_images,
+        subscriptions,
         watches
     );
     hosts.and(claims).and(remote_claims)

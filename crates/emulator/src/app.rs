@@ -12,6 +12,7 @@ use crate::counters::Counters;
 use crate::inventory;
 use crate::media::MediaFetcher;
 use crate::state::{MethodCells, RESET_TYPES, SystemCell};
+use crate::subscriptions::Subscriptions;
 use crate::update::Tasks;
 use crate::volumes::Volumes;
 
@@ -87,6 +88,9 @@ pub struct App {
     pub managers_collection: Bytes,
     /// Fetches inserted images; `None` records them unfetched.
     pub media: Option<MediaFetcher>,
+    /// The EventService's subscriptions (one service for every system, as a multi-system
+    /// BMC service has).
+    subscriptions: Mutex<Subscriptions>,
     /// Each system's RAID volumes.
     volumes: Vec<Mutex<Volumes>>,
     /// Firmware update tasks, and how long one takes.
@@ -121,6 +125,7 @@ impl App {
             systems_collection: inventory::systems_collection(config.systems).into(),
             managers_collection: inventory::managers_collection(config.systems).into(),
             media: config.fetch_media.then(MediaFetcher::new),
+            subscriptions: Mutex::default(),
             volumes: (0..config.systems).map(|_| Mutex::default()).collect(),
             tasks: Mutex::default(),
             update_delay: config.update_delay,
@@ -151,6 +156,10 @@ impl App {
 
     pub fn sessions(&self) -> std::sync::MutexGuard<'_, Sessions> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn subscriptions(&self) -> std::sync::MutexGuard<'_, Subscriptions> {
+        self.subscriptions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// System `index`'s RAID volumes; panics if out of range (routes check).

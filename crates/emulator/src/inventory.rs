@@ -161,6 +161,7 @@ pub fn service_root() -> Vec<u8> {
         "Managers": odata("/redfish/v1/Managers"),
         "SessionService": odata("/redfish/v1/SessionService"),
         "UpdateService": odata("/redfish/v1/UpdateService"),
+        "EventService": odata("/redfish/v1/EventService"),
         "TaskService": odata("/redfish/v1/TaskService"),
         "Links": { "Sessions": odata("/redfish/v1/SessionService/Sessions") },
         "ProtocolFeaturesSupported": {

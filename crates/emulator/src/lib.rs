@@ -21,6 +21,8 @@
 //! - `/redfish/v1/UpdateService` with `UpdateService.SimpleUpdate` (a system's BIOS or its
 //!   manager's firmware) and `/redfish/v1/TaskService/Tasks[/{n}]`: the update runs as a task
 //!   (see `update` for the versions it installs and the images that fail)
+//! - `/redfish/v1/EventService/Subscriptions[/{n}]`: event subscriptions (GET, POST, DELETE;
+//!   `HttpHeaders` write-only)
 //! - `/redfish/v1/Systems/sys-N/Storage/1/Volumes[/{n}]`: hardware RAID volumes, created with a
 //!   POST (`RAIDType`, optional `Links.Drives` and `CapacityBytes`) and deleted with a DELETE
 //!
@@ -33,13 +35,14 @@
 //! atomics and each system has its own short-held mutex.
 
 // Imports go one way: fault, counters, media and resp are leaves; state, config, inventory,
-// update and volumes build on them; app holds the shared state; control, raid and redfish
-// answer requests; server routes.
+// subscriptions, update and volumes build on them; app holds the shared state; control,
+// event_service, raid and redfish answer requests; server routes.
 mod app;
 mod bios;
 mod config;
 mod control;
 mod counters;
+mod event_service;
 mod fault;
 mod hostile;
 mod inventory;
@@ -49,6 +52,7 @@ mod redfish;
 mod resp;
 mod server;
 mod state;
+mod subscriptions;
 mod update;
 mod volumes;
 
@@ -62,6 +66,7 @@ pub use config::EmulatorConfig;
 pub use counters::{Counters, MethodCounts};
 pub use fault::Fault;
 pub use state::{BootOverride, PowerState, SystemSnapshot, VirtualMediaSnapshot};
+pub use subscriptions::Subscription;
 
 /// A running emulator. Dropping it stops the listener too; [`Emulator::shutdown`]
 /// also waits for that.
@@ -114,6 +119,11 @@ impl Emulator {
     /// are applied first). Panics if `index` is out of range.
     pub fn state(&self, index: usize) -> SystemSnapshot {
         self.app.systems[index].snapshot(index, std::time::Instant::now())
+    }
+
+    /// The EventService's subscriptions, with the HTTP headers a read never shows.
+    pub fn subscriptions(&self) -> Vec<Subscription> {
+        self.app.subscriptions().snapshot()
     }
 
     /// Sets or clears system `index`'s fault. Panics if `index` is out of range.

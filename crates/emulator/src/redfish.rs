@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::app::{App, ResetConnection};
 use crate::bios;
+use crate::event_service;
 use crate::fault::Fault;
 use crate::hostile;
 use crate::inventory::{self, Expand};
@@ -40,6 +41,9 @@ enum Route {
     Registry,
     UpdateService,
     SimpleUpdate,
+    EventService,
+    Subscriptions,
+    Subscription(u64),
     TaskService,
     Tasks,
     Task(u64),
@@ -118,6 +122,12 @@ fn parse_route(path: &str, count: usize) -> Route {
         ["Systems"] => Route::Systems,
         ["Managers"] => Route::Managers,
         ["UpdateService"] => Route::UpdateService,
+        ["EventService"] => Route::EventService,
+        ["EventService", "Subscriptions"] => Route::Subscriptions,
+        ["EventService", "Subscriptions", id] => match parse_index(id, usize::MAX) {
+            Some(id) => Route::Subscription(id as u64),
+            None => Route::NotFound,
+        },
         ["UpdateService", "Actions", "UpdateService.SimpleUpdate"] => Route::SimpleUpdate,
         ["TaskService"] => Route::TaskService,
         ["TaskService", "Tasks"] => Route::Tasks,
@@ -263,6 +273,11 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Result<Resp, ResetConn
         Route::UpdateService => {
             only_get(&req, || json(StatusCode::OK, &update::update_service_doc()))
         }
+        Route::EventService => only_get(&req, || {
+            json(StatusCode::OK, &crate::subscriptions::event_service_doc())
+        }),
+        Route::Subscriptions => event_service::subscriptions(app, None, req).await,
+        Route::Subscription(id) => event_service::subscriptions(app, Some(id), req).await,
         Route::SimpleUpdate if req.method() == Method::POST => simple_update(app, req).await,
         Route::SimpleUpdate => method_not_allowed("POST"),
         Route::TaskService => only_get(&req, || json(StatusCode::OK, &update::task_service_doc())),

@@ -255,14 +255,13 @@ const METAL3_KINDS: &str = concat!(
 
 /// Whether every object of the fixture that has a status carries the controller's condition.
 fn all_kept_marked(s: &Serve) -> bool {
-    let kinds = "preprovisioningimages,bmceventsubscriptions,baremetalswitches,\
-                 hostnetworkattachments";
+    let kinds = "preprovisioningimages,baremetalswitches,hostnetworkattachments";
     let o = s.kubectl(&["get", kinds, "-n", "default", "-o", "json"]);
     let Ok(list) = serde_json::from_slice::<Value>(&o.stdout) else {
         return false;
     };
     let items = list["items"].as_array().cloned().unwrap_or_default();
-    items.len() == 4
+    items.len() == 3
         && items.iter().all(|i| {
             i["status"]["conditions"]
                 .as_array()
@@ -363,7 +362,15 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
                     });
                     held && told
                 });
-                settings && components && images
+                // h0's BMCEventSubscription is made on its BMC.
+                let o = s.kubectl(&["get", "bes", "h0-events", "-n", "default", "-o", "json"]);
+                let subscribed = serde_json::from_slice::<Value>(&o.stdout).is_ok_and(|b| {
+                    b["status"]["subscriptionID"]
+                        .as_str()
+                        .is_some_and(|id| !id.is_empty())
+                        && b["metadata"]["finalizers"][0] == "bmceventsubscription.metal3.io"
+                });
+                settings && components && images && subscribed
             }),
             Some(Box::new(|| {
                 s.kubectl_stdin(
@@ -375,7 +382,10 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
                          metadata: {name: h0, namespace: default}\nspec: {updates: []}\n---\n\
                          apiVersion: metal3.io/v1alpha1\nkind: DataImage\n\
                          metadata: {name: h0, namespace: default}\n\
-                         spec: {url: 'http://images.example/data.iso'}\n",
+                         spec: {url: 'http://images.example/data.iso'}\n---\n\
+                         apiVersion: metal3.io/v1alpha1\nkind: BMCEventSubscription\n\
+                         metadata: {name: h0-events, namespace: default}\n\
+                         spec: {hostName: h0, destination: 'http://events.example/hook'}\n",
                     ),
                 );
                 true

@@ -14,9 +14,8 @@ const KINDS: &str = concat!(
 );
 
 /// The kinds of the fixture ferrometal keeps without acting on them, by plural.
-const KEPT: [&str; 4] = [
+const KEPT: [&str; 3] = [
     "preprovisioningimages",
-    "bmceventsubscriptions",
     "baremetalswitches",
     "hostnetworkattachments",
 ];
@@ -118,11 +117,11 @@ fn metal3_kinds_are_stored_as_written_refused_when_invalid_and_marked_not_acted_
                 })
         })
     });
-    let table = s.ok(&["get", "bes", "-n", "infra"]);
-    assert!(
-        table.contains("does not subscribe to BMC events"),
-        "the Error column says why nothing happens: {table}"
-    );
+    // A subscription for a host that does not exist says so in the Error column.
+    s.wait("the subscription's error shown", || {
+        s.ok(&["get", "bes", "-n", "infra"])
+            .contains(r#"baremetal host "node-a" not found"#)
+    });
     // A change to the spec is a new generation, marked again; the transition time stays.
     let get_hna = || {
         s.json(&[
@@ -1100,4 +1099,65 @@ async fn a_data_image_is_attached_at_the_next_boot_and_detached_when_deleted() {
         )
         .is_some_and(|(st, why)| st == "False" && why.contains("no BareMetalHost named nobody"))
     });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bmc_event_subscription_is_made_on_the_bmc_and_removed_with_the_object() {
+    let (emu, _dir, s) = lab("", "").await;
+    s.wait("the host registered", || {
+        s.json(&["get", "bmh", "node-0", "-n", "infra", "-o", "json"])["status"]["provisioning"]
+            ["state"]
+            == "available"
+    });
+    let subscription = "apiVersion: v1\nkind: Secret\nmetadata: {name: hook-headers, namespace: infra}\n\
+                        stringData: {Authorization: 'Bearer s3cr3t-hook-token'}\n---\n\
+                        apiVersion: metal3.io/v1alpha1\nkind: BMCEventSubscription\n\
+                        metadata: {name: node-0-events, namespace: infra}\n\
+                        spec: {hostName: node-0, destination: 'https://events.example/hook', \
+                        context: rack-7, httpHeadersRef: {name: hook-headers, namespace: infra}}\n";
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(subscription));
+    assert!(out.status.success(), "{}", output_text(&out));
+    let bes = || s.json(&["get", "bes", "node-0-events", "-n", "infra", "-o", "json"]);
+    s.wait("the subscription made", || {
+        bes()["status"]["subscriptionID"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty())
+    });
+    let made = emu.subscriptions();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(made[0].destination, "https://events.example/hook");
+    assert_eq!(made[0].context, "rack-7");
+    assert_eq!(
+        made[0].headers,
+        [(
+            "Authorization".to_string(),
+            "Bearer s3cr3t-hook-token".to_string()
+        )]
+    );
+    let b = bes();
+    assert_eq!(b["status"]["subscriptionID"], made[0].id.to_string());
+    assert_eq!(
+        b["metadata"]["finalizers"][0],
+        "bmceventsubscription.metal3.io"
+    );
+    // The header's value is nowhere a reader of the object or its Events sees it.
+    let shown = s.ok(&["get", "bes", "node-0-events", "-n", "infra", "-o", "yaml"])
+        + &s.ok(&["get", "events", "-n", "infra", "-o", "yaml"]);
+    assert!(!shown.contains("s3cr3t-hook-token"), "{shown}");
+
+    // Deleted: removed from the BMC first, then gone.
+    s.ok(&[
+        "delete",
+        "bes",
+        "node-0-events",
+        "-n",
+        "infra",
+        "--timeout=60s",
+    ]);
+    assert!(emu.subscriptions().is_empty());
+    assert!(
+        !s.kubectl(&["get", "bes", "node-0-events", "-n", "infra"])
+            .status
+            .success()
+    );
 }

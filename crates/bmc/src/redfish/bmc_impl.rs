@@ -259,6 +259,24 @@ impl Bmc for RedfishBmc {
         self.remove_volume(path).await
     }
 
+    async fn subscriptions(&self) -> Result<Vec<crate::EventSubscription>, BmcError> {
+        self.list_subscriptions().await
+    }
+
+    async fn subscribe(
+        &self,
+        destination: &str,
+        context: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+    ) -> Result<crate::EventSubscription, BmcError> {
+        self.create_subscription(destination, context, headers)
+            .await
+    }
+
+    async fn unsubscribe(&self, path: &str) -> Result<(), BmcError> {
+        self.remove_subscription(path).await
+    }
+
     async fn inventory(&self) -> Result<Inventory, BmcError> {
         let system = if self.expand_supported().await {
             let path = self.system_path().await?;

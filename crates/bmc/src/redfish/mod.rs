@@ -8,11 +8,13 @@
 //! `transport` sends the requests (HTTP, session, limits, errors); `client` is the client with
 //! what it learned; `bmc_impl` implements the `Bmc` trait on it; `parse` reads the BMC's JSON;
 //! `bios` reads and stages BIOS settings and their registry; `update` starts firmware updates
-//! and follows their tasks; `raid` lists, creates and deletes hardware RAID volumes.
+//! and follows their tasks; `raid` lists, creates and deletes hardware RAID volumes; `events` the EventService's
+//! subscriptions.
 
 mod bios;
 mod bmc_impl;
 mod client;
+mod events;
 mod parse;
 mod raid;
 mod transport;
