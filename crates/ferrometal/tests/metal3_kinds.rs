@@ -251,6 +251,36 @@ fn condition(obj: &Value, t: &str) -> Option<(String, String)> {
         })
 }
 
+/// `kubectl patch KIND node-0 -n infra --type merge -p BODY`.
+fn patch_node(s: &Serve, kind: &str, body: &str) {
+    s.ok(&[
+        "patch", kind, "node-0", "-n", "infra", "--type", "merge", "-p", body,
+    ]);
+}
+
+/// Reboots `infra/node-0` with `reboot.metal3.io` and waits until the emulator saw one more
+/// boot, the annotation is gone and the host is on with nothing in progress.
+fn reboot_node(s: &Serve, emu: &ferrometal_emulator::Emulator) {
+    let boots = emu.state(0).boots;
+    s.ok(&[
+        "annotate",
+        "bmh",
+        "node-0",
+        "-n",
+        "infra",
+        "reboot.metal3.io=",
+    ]);
+    s.wait("the reboot done", || {
+        let b = s.json(&["get", "bmh", "node-0", "-n", "infra", "-o", "json"]);
+        emu.state(0).boots > boots
+            && b["metadata"]["annotations"]
+                .get("reboot.metal3.io")
+                .is_none()
+            && b["status"]["poweredOn"] == true
+            && b["status"]["operationalStatus"] == "OK"
+    });
+}
+
 /// One emulated server (sys-0, 100 ms power changes) and `ferrometal serve` managing it as the
 /// host `infra/node-0`, off, with `host_spec` appended to its spec (`, raid: ...`) and the
 /// objects of `objects` (YAML) applied with it. The data directory is the server's store.
@@ -380,34 +410,18 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
     assert_eq!(bmc["currentVersion"], "1.0.0-emulated");
     assert_eq!(condition(&got, "Valid").unwrap().0, "True");
     assert_eq!(condition(&got, "ChangeDetected").unwrap().0, "False");
-    s.ok(&[
-        "patch",
+    patch_node(
+        &s,
         "hostfirmwarecomponents",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"updates":[{"component":"raid","url":"http://fw.example/r.bin"}]}}"#,
-    ]);
+    );
     s.wait("the invalid component refused", || {
         condition(&hfc(), "Valid")
             .is_some_and(|(st, why)| st == "False" && why.contains("component raid is invalid"))
     });
 
     // An invalid value: Valid=False naming it; nothing reaches the BMC.
-    s.ok(&[
-        "patch",
-        "hfs",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"settings":{"NumCores":99}}}"#,
-    ]);
+    patch_node(&s, "hfs", r#"{"spec":{"settings":{"NumCores":99}}}"#);
     s.wait("the invalid value refused", || {
         condition(&hfs(), "Valid").is_some_and(|(st, _)| st == "False")
     });
@@ -432,17 +446,7 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
         .await
         .unwrap();
     assert!(patched.status().is_success());
-    s.ok(&[
-        "patch",
-        "bmh",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"online":true}}"#,
-    ]);
+    patch_node(&s, "bmh", r#"{"spec":{"online":true}}"#);
     s.wait("the applied setting read back", || {
         hfs()["status"]["settings"]["ProcTurboMode"] == "Disabled"
     });
@@ -510,58 +514,22 @@ async fn bios_settings_change_in_preparing_and_on_a_provisioned_hosts_reboot_onl
 
     // A provisioned host (here: externally provisioned) keeps its settings across a reboot
     // without a HostUpdatePolicy.
-    s.ok(&[
-        "patch",
+    patch_node(
+        &s,
         "bmh",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"externallyProvisioned":true,"online":true}}"#,
-    ]);
+    );
     s.wait("externally provisioned and on", || {
         let b = bmh();
         b["status"]["provisioning"]["state"] == "externally provisioned"
             && b["status"]["poweredOn"] == true
     });
-    s.ok(&[
-        "patch",
-        "hfs",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"settings":{"NumCores":16}}}"#,
-    ]);
+    patch_node(&s, "hfs", r#"{"spec":{"settings":{"NumCores":16}}}"#);
     s.wait("the change detected", || {
         condition(&hfs(), "ChangeDetected")
             .is_some_and(|(c, why)| c == "True" && why.contains("NumCores"))
     });
-    let reboot = |s: &Serve| {
-        let boots = emu.state(0).boots;
-        s.ok(&[
-            "annotate",
-            "bmh",
-            "node-0",
-            "-n",
-            "infra",
-            "reboot.metal3.io=",
-        ]);
-        s.wait("the reboot done", || {
-            let b = bmh();
-            emu.state(0).boots > boots
-                && b["metadata"]["annotations"]
-                    .get("reboot.metal3.io")
-                    .is_none()
-                && b["status"]["poweredOn"] == true
-                && b["status"]["operationalStatus"] == "OK"
-        });
-    };
-    reboot(&s);
+    reboot_node(&s, &emu);
     assert_eq!(
         bios_value(&emu, "NumCores").await,
         8,
@@ -576,7 +544,7 @@ async fn bios_settings_change_in_preparing_and_on_a_provisioned_hosts_reboot_onl
                   metadata: {name: node-0, namespace: infra}\nspec: {firmwareSettings: onReboot}\n";
     let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(policy));
     assert!(out.status.success(), "{}", output_text(&out));
-    reboot(&s);
+    reboot_node(&s, &emu);
     s.wait("the new value read back", || {
         hfs()["status"]["settings"]["NumCores"] == "16"
     });
@@ -602,17 +570,7 @@ async fn bios_settings_change_in_preparing_and_on_a_provisioned_hosts_reboot_onl
 
     // kill -9 while servicing, once the setting is staged: the server that comes back on the
     // same store finishes the servicing; the setting is staged once and applied by one boot.
-    s.ok(&[
-        "patch",
-        "hfs",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"settings":{"NumCores":32}}}"#,
-    ]);
+    patch_node(&s, "hfs", r#"{"spec":{"settings":{"NumCores":32}}}"#);
     s.wait("the change detected", || {
         condition(&hfs(), "ChangeDetected")
             .is_some_and(|(c, why)| c == "True" && why.contains("NumCores"))
@@ -665,28 +623,16 @@ async fn bios_settings_change_in_preparing_and_on_a_provisioned_hosts_reboot_onl
     // A BMC that silently drops a setting at boot: an error naming it, not success; once the
     // BMC takes settings again, the retry makes the change.
     emu.set_fault(0, Some(ferrometal_emulator::Fault::DropBiosSettings));
-    s.ok(&[
-        "patch",
+    patch_node(
+        &s,
         "bmh",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"externallyProvisioned":false,"online":false}}"#,
-    ]);
-    s.ok(&[
-        "patch",
+    );
+    patch_node(
+        &s,
         "hfs",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"settings":{"ProcTurboMode":"Enabled"}}}"#,
-    ]);
+    );
     s.wait("the dropped setting reported", || {
         let b = bmh();
         b["status"]["errorType"] == "preparation error"
@@ -752,17 +698,11 @@ async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_e
 
     // An image the BMC refuses: a preparation error with the BMC's message; nothing else
     // changes, and the corrected URL goes through.
-    s.ok(&[
-        "patch",
+    patch_node(
+        &s,
         "hostfirmwarecomponents",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"updates":[{"component":"bmc","url":"http://fw.example/bmc-corrupt.bin"}]}}"#,
-    ]);
+    );
     s.wait("the failed update reported", || {
         let b = bmh();
         b["status"]["errorType"] == "preparation error"
@@ -773,17 +713,11 @@ async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_e
     assert_eq!(component(&hfc(), "bmc")["currentVersion"], "1.0.0-emulated");
     assert_eq!(component(&hfc(), "bios")["currentVersion"], "bios-2.1.0");
     assert_eq!(bmh()["status"]["provisioning"]["state"], "preparing");
-    s.ok(&[
-        "patch",
+    patch_node(
+        &s,
         "hostfirmwarecomponents",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"updates":[{"component":"bmc","url":"http://fw.example/bmc-2.0.bin"}]}}"#,
-    ]);
+    );
     s.wait("the corrected update made, the host available", || {
         let b = bmh();
         component(&hfc(), "bmc")["currentVersion"] == "bmc-2.0"
@@ -794,17 +728,11 @@ async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_e
     });
 
     // A provisioned host: only with `firmwareUpdates: onReboot`, on its next reboot.
-    s.ok(&[
-        "patch",
+    patch_node(
+        &s,
         "bmh",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"externallyProvisioned":true,"online":true}}"#,
-    ]);
+    );
     s.wait("externally provisioned and on", || {
         let b = bmh();
         b["status"]["provisioning"]["state"] == "externally provisioned"
@@ -814,17 +742,11 @@ async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_e
                   metadata: {name: node-0, namespace: infra}\nspec: {firmwareUpdates: onReboot}\n";
     let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(policy));
     assert!(out.status.success(), "{}", output_text(&out));
-    s.ok(&[
-        "patch",
+    patch_node(
+        &s,
         "hostfirmwarecomponents",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"updates":[{"component":"bios","url":"http://fw.example/bios-3.0.bin"}]}}"#,
-    ]);
+    );
     s.wait("the change detected", || {
         condition(&hfc(), "ChangeDetected").is_some_and(|(c, _)| c == "True")
     });
@@ -914,19 +836,13 @@ async fn hardware_raid_volumes_are_built_in_preparing_changed_and_removed() {
     assert!(host_events(&s, "node-0").contains(&"RAIDConfigured".to_string()));
 
     // Another layout: the old volume goes, the new ones are built, on named drives.
-    s.ok(&[
-        "patch",
+    patch_node(
+        &s,
         "bmh",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"raid":{"hardwareRAIDVolumes":[
             {"name":"scratch","level":"0","physicalDisks":["Disk0"],"controller":"1"},
             {"name":"logs","level":"0","numberOfPhysicalDisks":1}]}}}"#,
-    ]);
+    );
     s.wait("the new layout built", || {
         let b = bmh();
         b["status"]["provisioning"]["state"] == "available"
@@ -941,17 +857,11 @@ async fn hardware_raid_volumes_are_built_in_preparing_changed_and_removed() {
     );
     // A layout the drives cannot hold: a preparation error with the BMC's reason, nothing
     // built or lost but what had to go first.
-    s.ok(&[
-        "patch",
+    patch_node(
+        &s,
         "bmh",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
         r#"{"spec":{"raid":{"hardwareRAIDVolumes":[{"name":"big","level":"5"}]}}}"#,
-    ]);
+    );
     s.wait("the impossible layout refused", || {
         let b = bmh();
         b["status"]["errorType"] == "preparation error"
@@ -960,17 +870,7 @@ async fn hardware_raid_volumes_are_built_in_preparing_changed_and_removed() {
                 .is_some_and(|m| m.contains("RAID5 needs at least 3 drives"))
     });
     // An empty list removes them all.
-    s.ok(&[
-        "patch",
-        "bmh",
-        "node-0",
-        "-n",
-        "infra",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"raid":{"hardwareRAIDVolumes":[]}}}"#,
-    ]);
+    patch_node(&s, "bmh", r#"{"spec":{"raid":{"hardwareRAIDVolumes":[]}}}"#);
     s.wait("the volumes removed", || {
         let b = bmh();
         b["status"]["provisioning"]["state"] == "available"
@@ -1028,26 +928,7 @@ async fn a_data_image_is_attached_at_the_next_boot_and_detached_when_deleted() {
         !emu.state(0).virtual_media.inserted,
         "nothing attached before the next boot"
     );
-    let reboot = |s: &Serve| {
-        let boots = emu.state(0).boots;
-        s.ok(&[
-            "annotate",
-            "bmh",
-            "node-0",
-            "-n",
-            "infra",
-            "reboot.metal3.io=",
-        ]);
-        s.wait("the reboot done", || {
-            let b = bmh();
-            emu.state(0).boots > boots
-                && b["metadata"]["annotations"]
-                    .get("reboot.metal3.io")
-                    .is_none()
-                && b["status"]["poweredOn"] == true
-        });
-    };
-    reboot(&s);
+    reboot_node(&s, &emu);
     s.wait("the attachment recorded", || {
         di()["status"]["attachedImage"]["url"] == "http://images.example/config.iso"
     });
@@ -1075,7 +956,7 @@ async fn a_data_image_is_attached_at_the_next_boot_and_detached_when_deleted() {
         emu.state(0).virtual_media.inserted,
         "detached only at the next boot"
     );
-    reboot(&s);
+    reboot_node(&s, &emu);
     s.wait("the DataImage gone", || {
         !s.kubectl(&["get", "dataimage", "node-0", "-n", "infra"])
             .status
