@@ -691,17 +691,16 @@ async fn simple_update(app: &App, req: Request<Incoming>) -> Resp {
     }
     let mut first = None;
     for (index, component) in resolved {
-        let id = app.tasks().start(index, component, image, app.update_delay);
+        let task = app.tasks().start(index, component, image, app.update_delay);
         let file = image.rsplit('/').next().unwrap_or(image);
         app.systems[index]
             .lock(Instant::now())
             .record(format!("SimpleUpdate:{component:?}:{file}"));
-        first.get_or_insert((id, component));
+        first.get_or_insert(task);
     }
-    let Some((id, component)) = first else {
+    let Some((location, doc)) = first else {
         return empty(StatusCode::NO_CONTENT);
     };
-    let (location, doc) = update::started(id, component, image);
     let mut resp = json(StatusCode::ACCEPTED, &doc);
     if let Ok(location) = HeaderValue::from_str(&location) {
         resp.headers_mut().insert(LOCATION, location);

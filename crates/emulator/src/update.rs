@@ -100,14 +100,15 @@ pub fn target(path: &str, count: usize) -> Option<(usize, Component)> {
 }
 
 impl Tasks {
-    /// Accepts an update; the caller records it on the system. Returns the task's ID.
+    /// Accepts an update; the caller records it on the system. Returns the task's location
+    /// and its document as just started.
     pub fn start(
         &mut self,
         system: usize,
         component: Component,
         image: &str,
         delay: Duration,
-    ) -> u64 {
+    ) -> (String, Value) {
         self.next += 1;
         if self.list.len() == KEPT_TASKS {
             self.list.remove(0);
@@ -121,7 +122,8 @@ impl Tasks {
             state: TaskState::Running,
             message: String::new(),
         });
-        self.next
+        let task = &self.list[self.list.len() - 1];
+        (task_path(task.id), task_doc(task))
     }
 
     /// Ends the task if it is due. Returns its document, and the version to install on a
@@ -189,20 +191,6 @@ pub fn task_doc(task: &Task) -> Value {
             "JsonBody": json!({"ImageURI": task.image}).to_string(),
         },
     })
-}
-
-/// The location and document of a task just started.
-pub fn started(id: u64, component: Component, image: &str) -> (String, Value) {
-    let task = Task {
-        id,
-        system: 0,
-        component,
-        image: image.to_string(),
-        due: Instant::now(),
-        state: TaskState::Running,
-        message: String::new(),
-    };
-    (task_path(id), task_doc(&task))
 }
 
 pub fn update_service_doc() -> Value {
