@@ -18,16 +18,17 @@ use ferrometal_api::annotations as ann;
 use ferrometal_api::bmc_events::BMCEventSubscription;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::error::{Error, not_found};
+use crate::error::{Error, ignore_not_found};
 use crate::host_bmc::{self, ReadContext, ReadError};
-use crate::shared_watch::Watched;
+use crate::merge_patch::patch_metadata;
+use crate::shared_watch::{Watched, changed_or_gone};
 
 pub const FINALIZER: &str = "bmceventsubscription.metal3.io";
 const BMC_TIMEOUT: Duration = Duration::from_secs(20);
@@ -70,18 +71,16 @@ async fn set_status(
         "error".into(),
         error.map_or(Value::Null, |e| Value::String(e.to_string())),
     );
-    match api(ctx, bes)
-        .patch_status(
-            &bes.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": body })),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if not_found(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    ignore_not_found(
+        api(ctx, bes)
+            .patch_status(
+                &bes.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": body })),
+            )
+            .await,
+    )?;
+    Ok(())
 }
 
 async fn set_finalizers(
@@ -89,22 +88,10 @@ async fn set_finalizers(
     bes: &BMCEventSubscription,
     finalizers: Vec<String>,
 ) -> Result<(), EventsError> {
-    let patch = json!({ "metadata": {
-        "finalizers": finalizers,
-        "resourceVersion": bes.meta().resource_version,
-    }});
-    match api(ctx, bes)
-        .patch(
-            &bes.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if not_found(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    let mut meta = serde_json::Map::new();
+    meta.insert("finalizers".into(), json!(finalizers));
+    patch_metadata(&api(ctx, bes), bes, meta).await?;
+    Ok(())
 }
 
 /// The headers Secret's keys and values; the error is metal3's words, never a value.
@@ -240,18 +227,13 @@ fn error_policy(
 pub async fn run(
     ctx: Arc<ReadContext>,
     hosts: Watched<BareMetalHost>,
+    subscriptions: Watched<BMCEventSubscription>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let api: Api<BMCEventSubscription> = Api::all(ctx.client.clone());
-    let (reader, writer) = kube::runtime::reflector::store();
-    let subscriptions = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects();
-    let by_host = reader.clone();
-    Controller::for_stream(subscriptions, reader)
+    let by_host = subscriptions.store.clone();
+    Controller::for_stream(subscriptions.events.applied_objects(), subscriptions.store)
         .watches_stream(
-            hosts.events.touched_objects(),
+            changed_or_gone(hosts.events, host_bmc::read_trigger),
             move |host: BareMetalHost| {
                 let ns = host.namespace();
                 let name = host.name_any();

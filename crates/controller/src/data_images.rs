@@ -20,9 +20,10 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::conditions::{self, set_condition};
-use crate::error::{Error, not_found};
+use crate::error::{Error, ignore_not_found};
 use crate::host_bmc;
-use crate::shared_watch::Watched;
+use crate::merge_patch::patch_metadata;
+use crate::shared_watch::{Watched, changed_or_gone};
 
 pub const FINALIZER: &str = "dataimage.metal3.io";
 /// ferrometal's condition: whether a host of the DataImage's name exists in its namespace.
@@ -118,22 +119,8 @@ async fn reconcile(di: Arc<DataImage>, ctx: Arc<DataImageContext>) -> Result<Act
             }));
             meta.insert("ownerReferences".into(), json!(owners));
         }
-        // The resourceVersion makes the list replacement safe against a concurrent change.
-        meta.insert(
-            "resourceVersion".into(),
-            json!(di.meta().resource_version.clone()),
-        );
-        match api
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "metadata": meta })),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if not_found(&e) => return Ok(Action::await_change()),
-            Err(e) => return Err(e.into()),
+        if patch_metadata(&api, &di, meta).await?.is_none() {
+            return Ok(Action::await_change());
         }
     }
     if let Some(found) = changes.host_found {
@@ -163,18 +150,14 @@ async fn reconcile(di: Arc<DataImage>, ctx: Arc<DataImageContext>) -> Result<Act
             &conditions::now(),
             di.metadata.generation,
         );
-        match api
-            .patch_status(
+        ignore_not_found(
+            api.patch_status(
                 &name,
                 &PatchParams::default(),
                 &Patch::Merge(json!({ "status": { "conditions": conds } })),
             )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if not_found(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
+            .await,
+        )?;
     }
     Ok(Action::await_change())
 }
@@ -193,7 +176,10 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     Controller::for_stream(images.events.applied_objects(), images.store)
-        .watches_stream(hosts.events.touched_objects(), host_bmc::named_after)
+        .watches_stream(
+            changed_or_gone(hosts.events, host_bmc::read_trigger),
+            host_bmc::named_after,
+        )
         .with_config(Config::default().concurrency(4))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

@@ -48,3 +48,12 @@ pub fn not_found(e: &kube::Error) -> bool {
 pub fn jitter() -> Duration {
     Duration::from_millis(100 + (rand::random::<u64>() % 900))
 }
+
+/// A call on an object that may have gone meanwhile: gone is `None`, not an error.
+pub fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<Option<T>, kube::Error> {
+    match r {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if not_found(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}

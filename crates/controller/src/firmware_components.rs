@@ -29,7 +29,7 @@ use serde_json::json;
 
 use crate::conditions::{self, set_condition};
 use crate::host_bmc::{self, ReadContext, ReadError};
-use crate::shared_watch::Watched;
+use crate::shared_watch::{Watched, changed_or_gone};
 
 pub use ferrometal_api::firmware::{CHANGE_DETECTED, VALID};
 /// ferrometal's condition: False while the BMC's versions cannot be read, with the reason.
@@ -208,7 +208,10 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     Controller::for_stream(components.events.applied_objects(), components.store)
-        .watches_stream(hosts.events.touched_objects(), host_bmc::named_after)
+        .watches_stream(
+            changed_or_gone(hosts.events, host_bmc::read_trigger),
+            host_bmc::named_after,
+        )
         .with_config(Config::default().concurrency(4))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

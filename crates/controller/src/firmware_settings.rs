@@ -3,11 +3,11 @@
 //! them; the conditions say whether the wanted settings (`spec.settings`) are valid for that
 //! schema (`Valid`) and whether they differ from the current ones (`ChangeDetected`).
 //!
-//! Reading and validating is all this controller does: applying settings (in `preparing`, or
-//! on a provisioned host through servicing) is not implemented yet, and a detected change
-//! says so in its condition. A HostFirmwareSettings is read when it is created (named after
-//! its host, in the host's namespace, as metal3 names them), when its host changes, and every
-//! ten minutes. The BMC is read through the per-BMC gate with a bounded timeout, as the Rufio
+//! Reading and validating is all this controller does; the host controller applies valid
+//! settings (in `preparing`, or on a provisioned host through servicing), and a detected
+//! change says when. A HostFirmwareSettings is read when it is created (named after its host,
+//! in the host's namespace, as metal3 names them), when its host's state or spec changes (not
+//! on its power or timing writes), and every ten minutes. The BMC is read through the per-BMC gate with a bounded timeout, as the Rufio
 //! Machine controller reads power.
 //!
 //! FirmwareSchemas are shared by hosts with the same registry: each is named after a hash of
@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 
 use crate::conditions::{self, set_condition};
 use crate::host_bmc::{self, ReadContext, ReadError};
-use crate::shared_watch::Watched;
+use crate::shared_watch::{Watched, changed_or_gone};
 
 pub use ferrometal_api::firmware::{CHANGE_DETECTED, VALID};
 /// ferrometal's condition: False while the BMC's settings cannot be read, with the reason.
@@ -288,7 +288,10 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     Controller::for_stream(settings.events.applied_objects(), settings.store)
-        .watches_stream(hosts.events.touched_objects(), host_bmc::named_after)
+        .watches_stream(
+            changed_or_gone(hosts.events, host_bmc::read_trigger),
+            host_bmc::named_after,
+        )
         .with_config(Config::default().concurrency(4))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

@@ -119,3 +119,24 @@ pub fn readable(host: &BareMetalHost) -> bool {
             S::None | S::Unmanaged | S::Registering | S::Deleting | S::PoweringOffBeforeDelete
         )
 }
+
+/// Hash of what should make a host's read-only companions (firmware settings and versions, BMC
+/// event subscriptions) look at its BMC again: its spec (the BMC's address), its annotations,
+/// its state, operational status and error (a registration, a change applied or failed), its
+/// power (a boot is when a BMC applies staged settings) and its deletion. A host's other status
+/// writes (power checks, timings, progress) do not, so they cost these controllers nothing.
+pub fn read_trigger(host: &BareMetalHost) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    host.metadata.uid.hash(&mut h);
+    host.metadata.generation.hash(&mut h);
+    host.metadata.annotations.hash(&mut h);
+    host.metadata.deletion_timestamp.is_some().hash(&mut h);
+    if let Some(s) = &host.status {
+        s.provisioning.state.hash(&mut h);
+        s.operational_status.hash(&mut h);
+        s.error_type.hash(&mut h);
+        s.powered_on.hash(&mut h);
+    }
+    Some(h.finish())
+}

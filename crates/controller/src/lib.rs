@@ -74,6 +74,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrometal_api::bmc_events::BMCEventSubscription;
 use ferrometal_api::firmware::{HostFirmwareComponents, HostFirmwareSettings, HostUpdatePolicy};
 use ferrometal_api::media::DataImage;
 use ferrometal_api::{BareMetalHost, HardwareData, HostClaim};
@@ -146,6 +147,7 @@ pub async fn run(
     let mut components_watch = SharedWatch::<HostFirmwareComponents>::cached();
     let mut policy_watch = SharedWatch::<HostUpdatePolicy>::cached();
     let mut image_watch = SharedWatch::<DataImage>::cached();
+    let mut subscription_watch = SharedWatch::<BMCEventSubscription>::cached();
     let host_watches = HostWatches {
         hosts: host_watch.subscribe(),
         hosts_for_jobs: host_watch.events(),
@@ -159,6 +161,7 @@ pub async fn run(
     let data_images_watched = image_watch.subscribe();
     let data_image_hosts = host_watch.subscribe();
     let subscription_hosts = host_watch.subscribe();
+    let subscriptions_watched = subscription_watch.subscribe();
     let firmware_settings_watched = settings_watch.subscribe();
     let firmware_components_watched = components_watch.subscribe();
     let claim_watches = claim::Watches {
@@ -237,6 +240,12 @@ pub async fn run(
                 shutdown.clone()
             ),
             policy_watch.run(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                without_managed_fields,
+                shutdown.clone()
+            ),
+            subscription_watch.run(
                 Api::all(client.clone()),
                 watcher::Config::default(),
                 without_managed_fields,
@@ -323,6 +332,7 @@ pub async fn run(
             hosts: subscription_hosts.store.clone(),
         }),
         subscription_hosts,
+        subscriptions_watched,
         shutdown.clone(),
     );
     let (hosts, claims, remote_claims, (), (), (), (), (), (), ()) = tokio::join!(

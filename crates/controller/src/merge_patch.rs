@@ -32,6 +32,32 @@ pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
     }
 }
 
+/// Writes `meta` (lists such as finalizers or owner references, which a merge patch replaces
+/// whole) into `object`'s metadata, with the resourceVersion it was read at so a concurrent
+/// change is a conflict to retry rather than overwritten. An object gone meanwhile is `None`.
+pub async fn patch_metadata<K>(
+    api: &kube::Api<K>,
+    object: &K,
+    mut meta: Map<String, Value>,
+) -> Result<Option<K>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    meta.insert(
+        "resourceVersion".into(),
+        serde_json::json!(object.meta().resource_version),
+    );
+    let name = object.meta().name.clone().unwrap_or_default();
+    crate::error::ignore_not_found(
+        api.patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({ "metadata": meta })),
+        )
+        .await,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -142,3 +142,42 @@ where
 pub fn without_managed_fields<K: ResourceExt>(object: &mut K) {
     object.managed_fields_mut().clear();
 }
+
+/// The objects whose `trigger` hash changed, and every deleted one. kube's `predicate_filter`
+/// would drop a deletion whose hash matches the object's last update, and a controller that
+/// must notice its host is gone cannot have that.
+pub fn changed_or_gone<K>(
+    events: Events<K>,
+    trigger: fn(&K) -> Option<u64>,
+) -> BoxStream<'static, Result<K, watcher::Error>>
+where
+    K: Resource + Clone + Send + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send,
+{
+    let mut seen: std::collections::HashMap<reflector::ObjectRef<K>, u64> =
+        std::collections::HashMap::new();
+    events
+        .filter_map(move |event| {
+            let out = match event {
+                Ok(watcher::Event::Apply(k) | watcher::Event::InitApply(k)) => {
+                    let key = reflector::ObjectRef::from_obj(&k);
+                    match trigger(&k) {
+                        Some(h) if seen.get(&key) == Some(&h) => None,
+                        Some(h) => {
+                            seen.insert(key, h);
+                            Some(Ok(k))
+                        }
+                        None => Some(Ok(k)),
+                    }
+                }
+                Ok(watcher::Event::Delete(k)) => {
+                    seen.remove(&reflector::ObjectRef::from_obj(&k));
+                    Some(Ok(k))
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+                Err(e) => Some(Err(e)),
+            };
+            future::ready(out)
+        })
+        .boxed()
+}

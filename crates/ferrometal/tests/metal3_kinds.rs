@@ -436,7 +436,8 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
             "sent to the BMC: {action}"
         );
     }
-    // A change made on the BMC shows in the status at the next read (a host change wakes it).
+    // A change staged on the BMC is applied at the host's next boot and shows in the status at
+    // the read its power change wakes.
     let bios_url = format!("{}/Bios/Settings", emu.system_url(0));
     let patched = reqwest::Client::new()
         .patch(&bios_url)

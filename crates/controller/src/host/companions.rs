@@ -14,6 +14,8 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use crate::error::ignore_not_found;
+
 use super::decide::{DataImageResult, DataImageWork, FirmwareWork};
 
 fn validated(conditions: &[ferrometal_api::Condition], generation: Option<i64>) -> bool {
@@ -116,18 +118,15 @@ pub async fn record_data_image(
         }
     };
     let api: Api<DataImage> = Api::namespaced(client.clone(), &ns);
-    match api
-        .patch_status(
+    ignore_not_found(
+        api.patch_status(
             &name,
             &PatchParams::default(),
             &Patch::Merge(serde_json::json!({ "status": status })),
         )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if crate::error::not_found(&e) => Ok(()),
-        Err(e) => Err(e),
-    }
+        .await,
+    )
+    .map(drop)
 }
 
 pub fn firmware_work(host: &BareMetalHost, stores: &CompanionStores) -> FirmwareWork {
@@ -188,15 +187,12 @@ pub async fn record_updates(
     }
     let api: Api<HostFirmwareComponents> = Api::namespaced(client.clone(), &ns);
     let patch = serde_json::json!({ "status": { "updates": updates } });
-    match api
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        // Deleted meanwhile: nothing left to record in.
-        Err(e) if crate::error::not_found(&e) => Ok(()),
-        Err(e) => Err(e),
-    }
+    // Deleted meanwhile: nothing left to record in.
+    ignore_not_found(
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await,
+    )
+    .map(drop)
 }
 
 #[cfg(test)]

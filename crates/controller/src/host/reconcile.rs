@@ -24,7 +24,7 @@ use super::companions::{data_image_work, firmware_work, record_data_image, recor
 use super::context::HostContext;
 use super::decide::{Call, Decision, FinalizerChange, MemoChange, Outcome};
 use crate::detached::Found;
-use crate::error::Error;
+use crate::error::{Error, ignore_not_found};
 use crate::events::HostEvent;
 use crate::host_info::{host_info, host_key};
 use crate::merge_patch::merge_diff;
@@ -460,14 +460,6 @@ async fn record_phases(
         .await
     {
         tracing::warn!(host = %host.name_any(), error = %e, "recording the phase timings failed");
-    }
-}
-
-fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<Option<T>, kube::Error> {
-    match r {
-        Ok(t) => Ok(Some(t)),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-        Err(e) => Err(e),
     }
 }
 
