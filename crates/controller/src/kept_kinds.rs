@@ -1,5 +1,6 @@
-//! metal3 kinds ferrometal serves and stores but does not act on yet (preprovisioning images,
-//! switches and their attachments). metal3 users' YAML applies unchanged; rather than let such
+//! metal3 kinds ferrometal serves and stores but does not act on yet (switches and their
+//! attachments, and preprovisioning images other than the ones the host controller keeps for
+//! the hosts it boots the deploy agent on). metal3 users' YAML applies unchanged; rather than let such
 //! an object sit as if something were happening, this controller says in its status that
 //! nothing will: condition `ferrometal.io/NotActedOn` (True, at the object's generation).
 //!
@@ -41,8 +42,9 @@ pub fn kept_kinds() -> Vec<KeptKind> {
     }
     vec![
         kind::<media::PreprovisioningImage>(
-            "ferrometal stores PreprovisioningImages but builds its agent boot media itself; \
-             no image is built for this object",
+            "ferrometal builds its deploy agent's boot media itself and reports them in the \
+             PreprovisioningImage it keeps for each host it boots the agent on (named after and \
+             owned by the host); nothing is built for this one",
         ),
         kind::<switching::BareMetalSwitch>(
             "ferrometal stores BareMetalSwitches but does not configure switches",
@@ -101,8 +103,15 @@ fn status_patch(obj: &DynamicObject, kind: &KeptKind, now: &str) -> Value {
     })
 }
 
+/// An object a host controls is the host controller's to report on (its PreprovisioningImage).
+fn host_owned(obj: &DynamicObject) -> bool {
+    obj.owner_references()
+        .iter()
+        .any(|o| o.kind == "BareMetalHost" && o.controller == Some(true))
+}
+
 async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<KindContext>) -> Result<Action, KeptError> {
-    if obj.metadata.deletion_timestamp.is_some() || is_marked(&obj, &ctx.kind) {
+    if obj.metadata.deletion_timestamp.is_some() || is_marked(&obj, &ctx.kind) || host_owned(&obj) {
         return Ok(Action::await_change());
     }
     let api: Api<DynamicObject> = match obj.namespace() {

@@ -146,10 +146,77 @@ fn tenant_claim_on(lab: &Lab, vm: &Vm, switch_mac: &str) {
     s.kubectl_stdin(&["apply", "-f", "-"], Some(&manifests));
     s.ok(&["label", "bmh", "-n", "infra", &vm.name, "pool=lab"]);
 
+    // While the agent boots the host, its boot media are in the host's PreprovisioningImage,
+    // as metal3's image-customization contract reports them: the ISO the BMC was given, with
+    // the network data Secret's version it carries.
+    let ppimg = || {
+        let o = s.kubectl(&["get", "ppimg", "-n", "infra", &vm.name, "-o", "json"]);
+        serde_json::from_slice::<Value>(&o.stdout).unwrap_or(Value::Null)
+    };
+    let ready = |p: &Value| {
+        p["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+    };
+    wait_for(&s, lab, vm, "the agent's boot media reported", || {
+        ready(&ppimg()).as_deref() == Some("True")
+    });
+    let booting = ppimg();
+    let url = booting["status"]["imageUrl"].as_str().unwrap().to_string();
+    assert_eq!(lab.virtual_cd(vm)["Image"], url.as_str(), "{booting}");
+    assert_eq!(booting["status"]["format"], "iso", "{booting}");
+    assert_eq!(booting["status"]["architecture"], "x86_64", "{booting}");
+    let secret_version = s.ok(&[
+        "get",
+        "secret",
+        "-n",
+        "infra",
+        "ramdisk-net",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    assert_eq!(
+        booting["status"]["networkData"],
+        serde_json::json!({"name": "ramdisk-net", "version": secret_version}),
+        "{booting}"
+    );
+    assert_eq!(
+        booting["spec"]["networkDataName"], "ramdisk-net",
+        "{booting}"
+    );
+    assert_eq!(booting["spec"]["acceptFormats"], serde_json::json!(["iso"]));
+    let owner = &booting["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["kind"], "BareMetalHost", "{booting}");
+    assert_eq!(owner["name"], vm.name.as_str(), "{booting}");
+    assert!(
+        booting["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["type"] != "ferrometal.io/NotActedOn"),
+        "{booting}"
+    );
+
     // In-band inspection: the agent's view of the VM (CPU flags are nothing a BMC reports).
     wait_for(&s, lab, vm, "available", || {
         state(&host(&s, "infra", &vm.name)) == "available"
     });
+    // The boot is over: its media are gone, and the object says there are none.
+    wait_for(&s, lab, vm, "the boot media reported gone", || {
+        ready(&ppimg()).as_deref() == Some("False")
+    });
+    let after = ppimg();
+    assert!(after["status"].get("imageUrl").is_none(), "{after}");
+    let code = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&code.stdout),
+        "404",
+        "the ended boot's ISO is not served"
+    );
     assert!(
         lab.console(vm).contains("ferrometal-agent: inspecting"),
         "{}",

@@ -223,6 +223,17 @@ impl From<ferrometal_bmc::BmcError> for ProvisionerError {
 
 pub type Result<T> = std::result::Result<T, ProvisionerError>;
 
+/// The deploy agent's boot ISO for one boot of a host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BootMedia {
+    /// Being written (the ramdisk with this boot's configuration).
+    Building,
+    /// Served at this URL to the host's BMC (valid until the boot's work ends).
+    Ready(String),
+    /// Could not be written; the reason.
+    Failed(String),
+}
+
 #[async_trait::async_trait]
 pub trait Provisioner: Send + Sync + 'static {
     /// Short name for logs and metrics: `redfish`, `fixture`, `ironic`.
@@ -422,6 +433,14 @@ pub trait Provisioner: Send + Sync + 'static {
     fn take_phase_timings(&self, host_key: &str) -> Vec<PhaseTiming> {
         let _ = host_key;
         Vec::new()
+    }
+
+    /// The deploy agent's boot media for this host while a boot of the agent is under way
+    /// (what metal3's image-customization contract reports in a PreprovisioningImage);
+    /// `None` when the agent is not booting it, or the backend boots no agent of its own.
+    fn boot_media(&self, host_key: &str) -> Option<BootMedia> {
+        let _ = host_key;
+        None
     }
 
     /// Forget the host WITHOUT deprovisioning and without any power change.

@@ -35,6 +35,8 @@ pub struct HostContext {
     pub detached: Detached<BareMetalHost, Resume>,
     /// The hosts' firmware objects (named after their hosts).
     pub firmware: CompanionStores,
+    /// The agent boot media last reported in each host's PreprovisioningImage.
+    pub boot_media: super::boot_media::Reported,
 }
 
 // Host reconciles read the shared fields (client, provisioner, config, ...) as their own.
@@ -62,6 +64,7 @@ impl HostContext {
             capacity_grants: Default::default(),
             detached,
             firmware,
+            boot_media: Default::default(),
         };
         (ctx, woken)
     }

@@ -1,5 +1,6 @@
 //! The BareMetalHost reconciler: read → decide (pure) → apply.
 
+pub mod boot_media;
 pub mod chain;
 pub mod companions;
 pub mod context;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferrometal_api::annotations as ann;
+use ferrometal_api::media::SecretStatus;
 use ferrometal_api::spec_fault::{DataField, SpecFault};
 use ferrometal_api::{BareMetalHost, ProvisioningState};
 use ferrometal_bmc::Credentials;
@@ -19,6 +20,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
+use super::boot_media;
 use super::chain::{Chain, Next, Resume};
 use super::companions::{data_image_work, firmware_work, record_data_image, record_updates};
 use super::context::HostContext;
@@ -191,7 +193,7 @@ async fn data_secret(
 async fn preprovisioning_network_data(
     ctx: &HostContext,
     host: &BareMetalHost,
-) -> Result<Option<String>, ProvisionerError> {
+) -> Result<Option<(String, SecretStatus)>, ProvisionerError> {
     let Some(name) = host
         .spec
         .preprovisioning_network_data_name
@@ -201,9 +203,14 @@ async fn preprovisioning_network_data(
         return Ok(None);
     };
     let label = "spec.preprovisioningNetworkDataName";
-    secret_value(ctx, host, name, label, &["networkData"], None)
-        .await
-        .map(Some)
+    let (text, version) = secret_entry(ctx, host, name, label, &["networkData"], None).await?;
+    Ok(Some((
+        text,
+        SecretStatus {
+            name: name.to_string(),
+            version,
+        },
+    )))
 }
 
 /// The first of `keys` in the host's Secret `name`, for the spec field `label`; errors name
@@ -216,6 +223,18 @@ async fn secret_value(
     keys: &[&str],
     kind: Option<DataField>,
 ) -> Result<String, ProvisionerError> {
+    Ok(secret_entry(ctx, host, name, label, keys, kind).await?.0)
+}
+
+/// [`secret_value`] and the Secret's resourceVersion.
+async fn secret_entry(
+    ctx: &HostContext,
+    host: &BareMetalHost,
+    name: &str,
+    label: &str,
+    keys: &[&str],
+    kind: Option<DataField>,
+) -> Result<(String, String), ProvisionerError> {
     let ns = host.namespace_or_default();
     let fault = |e: ProvisionerError, f: fn(DataField) -> SpecFault| match kind {
         Some(k) => e.in_spec(f(k)),
@@ -237,6 +256,7 @@ async fn secret_value(
             SpecFault::DataSecretMissing,
         )
     })?;
+    let version = secret.metadata.resource_version.clone().unwrap_or_default();
     let data = secret.data.unwrap_or_default();
     let value = keys.iter().find_map(|k| data.get(*k)).ok_or_else(|| {
         let wanted: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
@@ -251,7 +271,7 @@ async fn secret_value(
             SpecFault::DataSecretKeyMissing,
         )
     })?;
-    Ok(String::from_utf8_lossy(&value.0).into_owned())
+    Ok((String::from_utf8_lossy(&value.0).into_owned(), version))
 }
 
 async fn deployment(
@@ -337,12 +357,18 @@ async fn execute(
         Err(e) => return Outcome::Failed(e),
     };
     // What a deploy agent's ramdisk boots with; only work that may boot one reads it.
-    if matches!(
+    let boots_agent = matches!(
         call,
         Call::Inspect { .. } | Call::Prepare | Call::Provision | Call::Deprovision
-    ) {
+    );
+    let mut network_data = None;
+    if boots_agent {
         match preprovisioning_network_data(ctx, host).await {
-            Ok(data) => info.preprovisioning_network_data = data,
+            Ok(data) => {
+                let (text, version) = data.unzip();
+                info.preprovisioning_network_data = text;
+                network_data = version;
+            }
             Err(e) => return Outcome::Failed(e),
         }
     }
@@ -404,6 +430,22 @@ async fn execute(
         Call::Deprovision => Some("deprovision"),
         _ => None,
     };
+    if boots_agent {
+        let media = p.boot_media(&info.key);
+        if let Err(e) = boot_media::record(
+            &ctx.client,
+            &ctx.boot_media,
+            host,
+            &info.key,
+            media,
+            network_data,
+        )
+        .await
+        {
+            // Only the report is lost: the next call of the work records it again.
+            tracing::warn!(host = %host.name_any(), error = %e, "recording the agent boot media failed");
+        }
+    }
     if let Some(work) = work {
         let phases = p.take_phase_timings(&info.key);
         if !phases.is_empty() {
@@ -542,6 +584,7 @@ async fn apply(
     }
     if d.finalizer == Some(FinalizerChange::Remove) {
         ctx.set_state(key, None);
+        ctx.boot_media.forget(key);
     } else {
         let status = d.status.as_ref().or(host.status.as_ref());
         ctx.set_state(key, Some(super::context::state_label(status)));

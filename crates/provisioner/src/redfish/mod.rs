@@ -168,6 +168,17 @@ impl Provisioner for RedfishProvisioner {
             .unwrap_or_default()
     }
 
+    fn boot_media(&self, host_key: &str) -> Option<crate::BootMedia> {
+        let progress = self.agent.as_ref()?.progress(host_key)?;
+        Some(match progress.media {
+            crate::agent::Media::Building => crate::BootMedia::Building,
+            // A deploy resumed from its record boots no media.
+            crate::agent::Media::Ready(url) if url.is_empty() => return None,
+            crate::agent::Media::Ready(url) => crate::BootMedia::Ready(url),
+            crate::agent::Media::Failed(why) => crate::BootMedia::Failed(why),
+        })
+    }
+
     async fn deprovision(&self, host: &HostInfo) -> Result<Step> {
         if let Some(agent) = &self.agent {
             agent.forget_deploy(&host.key);
