@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use ferrometal_emulator::{Emulator, EmulatorConfig, Fault};
 use ferrometal_test_support::images::ImageServer;
+use ferrometal_test_support::vmlab::agent_ramdisk;
 use serde_json::Value;
 use serve_common::{Serve, free_port, serve};
 
@@ -112,7 +113,7 @@ impl Drop for Run {
 async fn start(rbac: &str) -> Run {
     let emu = Emulator::start(
         EmulatorConfig {
-            systems: 4,
+            systems: 5,
             power_delay: Duration::from_millis(200),
             ..Default::default()
         },
@@ -137,9 +138,26 @@ async fn start(rbac: &str) -> Run {
         "--duration=2h",
     ]);
     let kc = serve.token_kubeconfig("controller", token.trim());
+    // The deploy agent's service, so a host inspected by the agent gets boot media to report
+    // (the emulator boots nothing: no agent ever calls).
+    let agent_listen = format!("127.0.0.1:{}", free_port());
+    let agent_url = format!("https://{agent_listen}");
+    let media_listen = format!("127.0.0.1:{}", free_port());
     let controller = Command::new(env!("CARGO_BIN_EXE_ferrometal"))
         .args(["controller", "--kubeconfig"])
         .arg(&kc)
+        .arg("--agent-ramdisk")
+        .arg(agent_ramdisk())
+        .arg("--agent-dir")
+        .arg(dir.path().join("agent"))
+        .args([
+            "--agent-listen",
+            &agent_listen,
+            "--agent-url",
+            &agent_url,
+            "--agent-media-listen",
+            &media_listen,
+        ])
         .args([
             "--leader-elect",
             "--leader-elect-namespace",
@@ -173,14 +191,16 @@ fn hosts(emu: &Emulator) -> String {
     };
     format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: bmc, namespace: default}}\nstringData: {{username: admin, password: password}}\n---\n\
-         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: h0, namespace: default}}\nspec:\n  online: false\n  bmc: {{address: \"{}\", credentialsName: bmc}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: h0, namespace: default}}\nspec:\n  online: false\n  automatedCleaningMode: disabled\n  bmc: {{address: \"{}\", credentialsName: bmc}}\n---\n\
          apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: broken, namespace: default}}\nspec:\n  online: false\n  bmc: {{address: \"{}\", credentialsName: bmc}}\n---\n\
-         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: lent, namespace: default, labels: {{pool: tenants}}}}\nspec:\n  online: false\n  bmc: {{address: \"{}\", credentialsName: bmc}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: lent, namespace: default, labels: {{pool: tenants}}}}\nspec:\n  online: false\n  automatedCleaningMode: disabled\n  bmc: {{address: \"{}\", credentialsName: bmc}}\n---\n\
+         apiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\nmetadata: {{name: booting, namespace: default}}\nspec:\n  online: false\n  inspectionMode: agent\n  automatedCleaningMode: disabled\n  bmc: {{address: \"{}\", credentialsName: bmc}}\n---\n\
          apiVersion: metal3.io/v1alpha1\nkind: HostDeployPolicy\nmetadata: {{name: lend, namespace: default}}\nspec: {{hostClaimNamespaces: {{names: [tenant]}}}}\n---\n\
          apiVersion: v1\nkind: Namespace\nmetadata: {{name: tenant}}\n",
         addr(0),
         addr(1),
-        addr(2)
+        addr(2),
+        addr(4)
     )
 }
 
@@ -260,7 +280,14 @@ fn all_kept_marked(s: &Serve) -> bool {
     let Ok(list) = serde_json::from_slice::<Value>(&o.stdout) else {
         return false;
     };
-    let items = list["items"].as_array().cloned().unwrap_or_default();
+    // The PreprovisioningImage a host owns is the host controller's (its agent boot media).
+    let items: Vec<Value> = list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|i| i["metadata"]["ownerReferences"][0]["kind"] != "BareMetalHost")
+        .collect();
     items.len() == 3
         && items.iter().all(|i| {
             i["status"]["conditions"]
@@ -300,7 +327,12 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
         watch_for.is_some_and(|(g, r, v)| {
             controller_requests(&s.dir)
                 .iter()
-                .any(|(rg, rr, rv, code)| rg == g && rr == r && rv == v && *code == 403)
+                .any(|(rg, rr, rv, code)| {
+                    // A server-side apply that creates is audited as the patch it was sent as;
+                    // with every other verb granted, its refusal is for the create it needs.
+                    let verb = rv == v || (v == "create" && rv == "patch");
+                    rg == g && rr == r && verb && *code == 403
+                })
         })
     };
     let events_folded = || {
@@ -469,6 +501,19 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
                 s.ok(&["delete", "hostclaim", "web", "-n", "tenant", "--wait=false"]);
                 true
             })),
+        ),
+        (
+            "the agent's boot media for the host it inspects reported in its \
+             PreprovisioningImage",
+            Box::new(|| {
+                let o = s.kubectl(&["get", "ppimg", "booting", "-n", "default", "-o", "json"]);
+                serde_json::from_slice::<Value>(&o.stdout).is_ok_and(|p| {
+                    p["status"]["imageUrl"]
+                        .as_str()
+                        .is_some_and(|u| u.ends_with(".iso"))
+                })
+            }),
+            None,
         ),
         (
             "h0 deleted",

@@ -429,3 +429,110 @@ fn the_bmc_operator_role_runs_jobs_without_credentials() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("forbidden"), "{}", stderr(&o));
 }
+
+/// As kube-apiserver: a server-side apply that would create the object needs `create`, not
+/// only the `patch` it is sent with; applying to an object that exists needs `patch` alone.
+#[test]
+fn a_server_side_apply_that_creates_needs_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(dir.path(), free_port(), &["--no-controllers"]);
+    s.ok(&["create", "namespace", "apps"]);
+    s.ok(&[
+        "create",
+        "role",
+        "patcher",
+        "-n",
+        "apps",
+        "--verb=get,patch",
+        "--resource=configmaps",
+    ]);
+    s.ok(&[
+        "create",
+        "rolebinding",
+        "patcher",
+        "-n",
+        "apps",
+        "--role=patcher",
+        "--user=pat",
+    ]);
+    let pat = s.user_kubeconfig("pat", &[], "apps");
+    let manifest = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: apps}}\ndata: {{k: v2}}\n"
+        )
+    };
+    let apply = |name: &str| {
+        s.kubectl_with(
+            &pat,
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            Some(&manifest(name)),
+        )
+    };
+    let o = apply("fresh");
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains(r#"User "pat" cannot create resource "configmaps" in API group "" in the namespace "apps""#),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        s.fails(&["get", "configmap", "fresh", "-n", "apps"])
+            .contains("NotFound")
+    );
+
+    s.ok(&[
+        "create",
+        "configmap",
+        "old",
+        "-n",
+        "apps",
+        "--from-literal=k=v1",
+    ]);
+    let o = apply("old");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        s.ok(&[
+            "get",
+            "configmap",
+            "old",
+            "-n",
+            "apps",
+            "-o",
+            "jsonpath={.data.k}"
+        ]),
+        "v2"
+    );
+
+    s.ok(&[
+        "create",
+        "role",
+        "creator",
+        "-n",
+        "apps",
+        "--verb=create",
+        "--resource=configmaps",
+    ]);
+    s.ok(&[
+        "create",
+        "rolebinding",
+        "creator",
+        "-n",
+        "apps",
+        "--role=creator",
+        "--user=pat",
+    ]);
+    let o = apply("fresh");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        s.ok(&[
+            "get",
+            "configmap",
+            "fresh",
+            "-n",
+            "apps",
+            "-o",
+            "jsonpath={.data.k}"
+        ]),
+        "v2"
+    );
+}

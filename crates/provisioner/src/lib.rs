@@ -438,7 +438,7 @@ pub trait Provisioner: Send + Sync + 'static {
     /// The deploy agent's boot media for this host while a boot of the agent is under way
     /// (what metal3's image-customization contract reports in a PreprovisioningImage);
     /// `None` when the agent is not booting it, or the backend boots no agent of its own.
-    fn boot_media(&self, host_key: &str) -> Option<BootMedia> {
+    fn agent_boot_media(&self, host_key: &str) -> Option<BootMedia> {
         let _ = host_key;
         None
     }

@@ -98,6 +98,24 @@ impl Core {
                 Ok(reply.into_json(self, res, &results))
             }
             Outcome::Create(obj) => {
+                // As kube-apiserver: an apply that creates the object needs `create` as well as
+                // the `patch` the request was let in with.
+                if let Some(user) = &opts.requester {
+                    let attrs = crate::authz::RequestAttrs {
+                        verb: "create".to_string(),
+                        resource: Some(crate::request::ResPath {
+                            group: res.group.clone(),
+                            version: String::new(),
+                            namespace: (!ns.is_empty()).then(|| ns.to_string()),
+                            resource: res.plural.clone(),
+                            name: Some(name.to_string()),
+                            subresource: None,
+                            watch: false,
+                        }),
+                        path: String::new(),
+                    };
+                    crate::authz::authorize(&self.policy.get(), user, &attrs)?;
+                }
                 let obj = self.prepare_create(res, ns, obj, opts, true)?;
                 self.commit_create(res, ns, obj, opts).await
             }

@@ -18,7 +18,7 @@ use ferrometal_api::media::{
     SecretStatus,
 };
 use ferrometal_provisioner::BootMedia;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 
 use crate::conditions::set_condition;
@@ -173,18 +173,27 @@ pub async fn record(
     let ns = host.namespace().unwrap_or_default();
     let name = host.name_any();
     let api: Api<PreprovisioningImage> = Api::namespaced(client.clone(), &ns);
-    let stored = if media.is_some() {
-        Some(
+    // Created as metal3 creates it (a read, then a create); an existing one (made by hand
+    // before, or for an older spec of the host) is brought to the host's spec. Between boots
+    // an object is only updated, never created.
+    let stored = match (ignore_not_found(api.get(&name).await)?, &media) {
+        (None, None) => None,
+        (None, Some(_)) => {
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.to_string()),
+                ..Default::default()
+            };
+            Some(api.create(&params, &desired(host)).await?)
+        }
+        (Some(_), Some(_)) => Some(
             api.patch(
                 &name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
                 &Patch::Apply(&desired(host)),
             )
             .await?,
-        )
-    } else {
-        // Between boots an object is only updated, never created.
-        ignore_not_found(api.get(&name).await)?
+        ),
+        (Some(ppi), None) => Some(ppi),
     };
     if let Some(ppi) = stored {
         let old = ppi.status.clone().unwrap_or_default();

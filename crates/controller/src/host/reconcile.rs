@@ -431,7 +431,7 @@ async fn execute(
         _ => None,
     };
     if boots_agent {
-        let media = p.boot_media(&info.key);
+        let media = p.agent_boot_media(&info.key);
         if let Err(e) = boot_media::record(
             &ctx.client,
             &ctx.boot_media,

@@ -168,7 +168,7 @@ impl Provisioner for RedfishProvisioner {
             .unwrap_or_default()
     }
 
-    fn boot_media(&self, host_key: &str) -> Option<crate::BootMedia> {
+    fn agent_boot_media(&self, host_key: &str) -> Option<crate::BootMedia> {
         let progress = self.agent.as_ref()?.progress(host_key)?;
         Some(match progress.media {
             crate::agent::Media::Building => crate::BootMedia::Building,
