@@ -285,8 +285,15 @@ async fn resource(
             } else {
                 decode_body("application/json", &body).await?
             };
-            let out = core.patch(&res, &ns, &name, kind, patch, &opts).await?;
-            Ok(with_warnings(json_response(StatusCode::OK, out), &opts))
+            let (out, created) = core
+                .patch_or_create(&res, &ns, &name, kind, patch, &opts)
+                .await?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(with_warnings(json_response(code, out), &opts))
         }
         (Method::DELETE, Some(name)) => {
             let d = delete_opts(q, &body)?;

@@ -535,4 +535,18 @@ fn a_server_side_apply_that_creates_needs_create() {
         ]),
         "v2"
     );
+    // Answered as kube-apiserver answers: 201 Created for the apply that created, 200 for the
+    // one that changed an object; 403 for the refused one.
+    let patch_codes = |name: &str| -> Vec<u64> {
+        std::fs::read_to_string(dir.path().join("audit/audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|l| l["user"] == "pat" && l["verb"] == "patch" && l["name"] == name)
+            .filter_map(|l| l["code"].as_u64())
+            .collect()
+    };
+    s.wait("the applies audited", || {
+        patch_codes("fresh") == [403, 201] && patch_codes("old") == [200]
+    });
 }

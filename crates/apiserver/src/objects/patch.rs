@@ -24,6 +24,20 @@ impl Core {
         patch: Value,
         opts: &WriteOpts,
     ) -> Result<bytes::Bytes, ApiError> {
+        Ok(self.patch_or_create(res, ns, name, kind, patch, opts).await?.0)
+    }
+
+    /// [`Core::patch`], also saying whether a server-side apply created the object (kube-apiserver
+    /// answers that with 201 Created).
+    pub async fn patch_or_create(
+        &self,
+        res: &Arc<Resource>,
+        ns: &str,
+        name: &str,
+        kind: PatchKind,
+        patch: Value,
+        opts: &WriteOpts,
+    ) -> Result<(bytes::Bytes, bool), ApiError> {
         if kind == PatchKind::Strategic && !res.builtin {
             return Err(ApiError::unsupported_media_type(
                 "application/strategic-merge-patch+json",
@@ -95,7 +109,7 @@ impl Core {
         match outcome {
             Outcome::Updated => {
                 self.after_write(res);
-                Ok(reply.into_json(self, res, &results))
+                Ok((reply.into_json(self, res, &results), false))
             }
             Outcome::Create(obj) => {
                 // As kube-apiserver: an apply that creates the object needs `create` as well as
@@ -117,7 +131,7 @@ impl Core {
                     crate::authz::authorize(&self.policy.get(), user, &attrs)?;
                 }
                 let obj = self.prepare_create(res, ns, obj, opts, true)?;
-                self.commit_create(res, ns, obj, opts).await
+                Ok((self.commit_create(res, ns, obj, opts).await?, true))
             }
         }
     }
