@@ -97,9 +97,9 @@ fn ironic_node(s: &Serve, ns: &str, name: &str) -> Value {
 }
 
 /// Registration, in-band inspection by IPA (the VM's real CPUs, RAM, disk and NIC), metadata
-/// cleaning, a qcow2 image with user data written by IPA (`direct` deploy) and booted from
-/// the disk, deprovisioning (cleaning again) back to available, a missing image named in the
-/// error, and the same VM provisioned again with network data; on a legacy-BIOS VM.
+/// cleaning, a missing image named in the provisioning error, then a qcow2 image with user data
+/// and network data written by IPA (`direct` deploy, the config drive Ironic builds) and booted
+/// from the disk, and deprovisioning (cleaning again) back to available; on a legacy-BIOS VM.
 #[test]
 fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
     let lab = Lab::up_provisioning(1, Firmware::Legacy, "default", "5G", 1, 2048);
@@ -150,8 +150,15 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
         "{boot_nic}"
     );
 
-    // A qcow2 image with user data; IPA writes it and the config drive Ironic builds.
+    // A missing image: the provisioning error names it (Ironic's validation of the image,
+    // through its last_error), and nothing boots.
     let qcow2 = std::fs::read(&images.disk_qcow2).unwrap();
+    let image = |url: &str| {
+        format!(
+            r#"{{"url":"{url}","format":"qcow2","checksum":"{}","checksumType":"sha256"}}"#,
+            sha256_hex(&qcow2)
+        )
+    };
     let user_data = "#!/bin/sh\necho hello from the ironic test\n";
     s.ok(&[
         "create",
@@ -160,7 +167,7 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
         "web-user-data",
         &format!("--from-literal=userData={user_data}"),
     ]);
-    let url = files.url("disk.qcow2");
+    let missing = files.url("missing.qcow2");
     s.ok(&[
         "patch",
         "bmh",
@@ -169,8 +176,49 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
         "merge",
         "-p",
         &format!(
-            r#"{{"spec":{{"online":true,"userData":{{"name":"web-user-data"}},"image":{{"url":"{url}","format":"qcow2","checksum":"{}","checksumType":"sha256"}}}}}}"#,
-            sha256_hex(&qcow2)
+            r#"{{"spec":{{"online":true,"userData":{{"name":"web-user-data"}},"image":{}}}}}"#,
+            image(&missing)
+        ),
+    ]);
+    wait_for(
+        &s,
+        &lab,
+        &vm,
+        "a provisioning error naming the image",
+        || {
+            let h = host(&s, &vm.name);
+            h["status"]["errorType"] == "provisioning error"
+                && h["status"]["errorMessage"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("missing.qcow2"))
+        },
+    );
+    assert!(!lab.console(&vm).contains(FIRSTBOOT));
+
+    // The image fixed, with network data as well: a static address on the boot NIC, which the
+    // image's first boot applies from the config drive Ironic wrote, beside the user data.
+    let address = format!("{prov_net}.77");
+    let network = format!(
+        r#"{{"links":[{{"id":"prov","type":"phy","ethernet_mac_address":"{}"}}],"networks":[{{"id":"p","type":"ipv4","link":"prov","ip_address":"{address}","netmask":"255.255.255.0"}}],"services":[]}}"#,
+        vm.boot_mac
+    );
+    s.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "web-network-data",
+        &format!("--from-literal=networkData={network}"),
+    ]);
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        &format!(
+            r#"{{"spec":{{"networkData":{{"name":"web-network-data"}},"image":{}}}}}"#,
+            image(&files.url("disk.qcow2"))
         ),
     ]);
     wait_for(&s, &lab, &vm, "the image's first boot", || {
@@ -182,12 +230,15 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
         "{line}"
     );
     assert!(line.contains(&sha256_hex(user_data.as_bytes())), "{line}");
+    assert!(line.contains("\"network\":\"static\""), "{line}");
+    assert!(line.contains(&format!("\"{address}/24\"")), "{line}");
     wait_for(&s, &lab, &vm, "provisioned", || {
         state(&host(&s, &vm.name)) == "provisioned"
     });
     let node = ironic_node(&s, "default", &vm.name);
     assert_eq!(node["provision_state"], "active", "{node}");
     assert_eq!(node["deploy_interface"], "direct", "{node}");
+    assert_eq!(lab.console(&vm).matches(FIRSTBOOT).count(), 1);
 
     // Deprovisioning cleans the disk's metadata again and the host is available.
     s.ok(&[
@@ -204,68 +255,6 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
     });
     let node = ironic_node(&s, "default", &vm.name);
     assert_eq!(node["provision_state"], "available", "{node}");
-
-    // A missing image: the provisioning error names it (IPA's download error, through
-    // Ironic's last_error), and nothing boots.
-    let missing = files.url("missing.qcow2");
-    let image = |url: &str| {
-        format!(
-            r#"{{"url":"{url}","format":"qcow2","checksum":"{}","checksumType":"sha256"}}"#,
-            sha256_hex(&qcow2)
-        )
-    };
-    s.ok(&[
-        "patch",
-        "bmh",
-        &vm.name,
-        "--type",
-        "merge",
-        "-p",
-        &format!(r#"{{"spec":{{"image":{}}}}}"#, image(&missing)),
-    ]);
-    wait_for(&s, &lab, &vm, "a download error", || {
-        let h = host(&s, &vm.name);
-        h["status"]["errorType"] == "provisioning error"
-            && h["status"]["errorMessage"]
-                .as_str()
-                .is_some_and(|m| m.contains("missing.qcow2"))
-    });
-    assert_eq!(lab.console(&vm).matches(FIRSTBOOT).count(), 1);
-
-    // Provisioned again on the same VM, now with network data: a static address on the boot
-    // NIC, which the image's first boot applies from the config drive Ironic wrote.
-    let address = format!("{prov_net}.77");
-    let network = format!(
-        r#"{{"links":[{{"id":"prov","type":"phy","ethernet_mac_address":"{}"}}],"networks":[{{"id":"p","type":"ipv4","link":"prov","ip_address":"{address}","netmask":"255.255.255.0"}}],"services":[]}}"#,
-        vm.boot_mac
-    );
-    s.ok(&[
-        "create",
-        "secret",
-        "generic",
-        "web-network-data",
-        &format!("--from-literal=networkData={network}"),
-    ]);
-    let seen = lab.console_len(&vm);
-    s.ok(&[
-        "patch",
-        "bmh",
-        &vm.name,
-        "--type",
-        "merge",
-        "-p",
-        &format!(
-            r#"{{"spec":{{"networkData":{{"name":"web-network-data"}},"image":{}}}}}"#,
-            image(&url)
-        ),
-    ]);
-    let line = lab.wait_console(&vm, FIRSTBOOT, seen, LONG);
-    assert!(line.contains("\"network\":\"static\""), "{line}");
-    assert!(line.contains(&format!("\"{address}/24\"")), "{line}");
-    assert!(line.contains(&sha256_hex(user_data.as_bytes())), "{line}");
-    wait_for(&s, &lab, &vm, "provisioned again", || {
-        state(&host(&s, &vm.name)) == "provisioned"
-    });
 }
 
 /// A tenant's HostClaim on a UEFI VM with two disks (Ironic builds the agent's ISO with the

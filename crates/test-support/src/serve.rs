@@ -144,11 +144,33 @@ impl Serve {
         let out = self.kubectl(args);
         assert!(
             out.status.success(),
-            "kubectl {args:?} failed: {}{}",
+            "kubectl {args:?} failed: {}{}\n--- serve ({}), newest log lines ---\n{}",
             String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            String::from_utf8_lossy(&out.stderr),
+            self.process_state(),
+            self.log_tail(40)
         );
         String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    /// Whether the server process still runs, from /proc (a failed request may mean it died).
+    pub fn process_state(&self) -> String {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()));
+        // The state letter follows the command name in parentheses.
+        match stat.ok().and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+        }) {
+            Some('Z') | None => format!("pid {} has exited", self.child.id()),
+            Some(state) => format!("pid {} running, state {state}", self.child.id()),
+        }
+    }
+
+    /// The last `lines` lines of serve's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
     }
 
     /// kubectl that must succeed and print JSON (`-o json`); returns it parsed.
