@@ -435,6 +435,11 @@ pub trait Provisioner: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Whether this backend boots a deploy agent of its own (and so has boot media to report).
+    fn boots_agent(&self) -> bool {
+        false
+    }
+
     /// The deploy agent's boot media for this host while a boot of the agent is under way
     /// (what metal3's image-customization contract reports in a PreprovisioningImage);
     /// `None` when the agent is not booting it, or the backend boots no agent of its own.

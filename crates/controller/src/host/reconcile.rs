@@ -430,7 +430,9 @@ async fn execute(
         Call::Deprovision => Some("deprovision"),
         _ => None,
     };
-    if boots_agent {
+    // Hosts of a backend without an agent of its own have no PreprovisioningImage to keep;
+    // otherwise the first report of each host in this process reads the stored one.
+    if boots_agent && p.boots_agent() {
         let media = p.agent_boot_media(&info.key);
         if let Err(e) = boot_media::record(
             &ctx.client,

@@ -168,6 +168,10 @@ impl Provisioner for RedfishProvisioner {
             .unwrap_or_default()
     }
 
+    fn boots_agent(&self) -> bool {
+        self.agent.is_some()
+    }
+
     fn agent_boot_media(&self, host_key: &str) -> Option<crate::BootMedia> {
         let progress = self.agent.as_ref()?.progress(host_key)?;
         Some(match progress.media {
