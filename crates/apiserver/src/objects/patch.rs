@@ -24,7 +24,10 @@ impl Core {
         patch: Value,
         opts: &WriteOpts,
     ) -> Result<bytes::Bytes, ApiError> {
-        Ok(self.patch_or_create(res, ns, name, kind, patch, opts).await?.0)
+        Ok(self
+            .patch_or_create(res, ns, name, kind, patch, opts)
+            .await?
+            .0)
     }
 
     /// [`Core::patch`], also saying whether a server-side apply created the object (kube-apiserver
