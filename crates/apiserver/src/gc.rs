@@ -211,6 +211,7 @@ async fn sweep(core: &Core) {
                     let patch = serde_json::json!({"metadata": {"finalizers": rest}});
                     core.patch(&res, &ns, &name, PatchKind::Merge, patch, &opts)
                         .await
+                        .map(|(out, _)| out)
                 }
             };
             match result {

@@ -285,9 +285,7 @@ async fn resource(
             } else {
                 decode_body("application/json", &body).await?
             };
-            let (out, created) = core
-                .patch_or_create(&res, &ns, &name, kind, patch, &opts)
-                .await?;
+            let (out, created) = core.patch(&res, &ns, &name, kind, patch, &opts).await?;
             let code = if created {
                 StatusCode::CREATED
             } else {

@@ -168,9 +168,7 @@ impl Serve {
 
     /// The last `lines` lines of serve's log.
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        tail_of(&self.dir.join("serve.log"), lines)
     }
 
     /// kubectl that must succeed and print JSON (`-o json`); returns it parsed.
@@ -301,6 +299,13 @@ impl Drop for Serve {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The last `lines` lines of a log file (empty if it cannot be read).
+pub fn tail_of(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// Polls `check` every 250 ms until it holds; panics after `limit` with `what`.

@@ -15,24 +15,9 @@ use crate::status::ApiError;
 use crate::status::Cause;
 
 impl Core {
+    /// The patched object, and whether a server-side apply created it (kube-apiserver answers
+    /// that with 201 Created).
     pub async fn patch(
-        &self,
-        res: &Arc<Resource>,
-        ns: &str,
-        name: &str,
-        kind: PatchKind,
-        patch: Value,
-        opts: &WriteOpts,
-    ) -> Result<bytes::Bytes, ApiError> {
-        Ok(self
-            .patch_or_create(res, ns, name, kind, patch, opts)
-            .await?
-            .0)
-    }
-
-    /// [`Core::patch`], also saying whether a server-side apply created the object (kube-apiserver
-    /// answers that with 201 Created).
-    pub async fn patch_or_create(
         &self,
         res: &Arc<Resource>,
         ns: &str,

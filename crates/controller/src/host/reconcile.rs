@@ -357,12 +357,12 @@ async fn execute(
         Err(e) => return Outcome::Failed(e),
     };
     // What a deploy agent's ramdisk boots with; only work that may boot one reads it.
-    let boots_agent = matches!(
+    let may_boot_agent = matches!(
         call,
         Call::Inspect { .. } | Call::Prepare | Call::Provision | Call::Deprovision
     );
     let mut network_data = None;
-    if boots_agent {
+    if may_boot_agent {
         match preprovisioning_network_data(ctx, host).await {
             Ok(data) => {
                 let (text, version) = data.unzip();
@@ -432,7 +432,7 @@ async fn execute(
     };
     // Hosts of a backend without an agent of its own have no PreprovisioningImage to keep;
     // otherwise the first report of each host in this process reads the stored one.
-    if boots_agent && p.boots_agent() {
+    if may_boot_agent && p.boots_agent() {
         let media = p.agent_boot_media(&info.key);
         if let Err(e) = boot_media::record(
             &ctx.client,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use ferrometal_test_support::vmlab::{Lab, Vm};
 use serde_json::Value;
 
-use crate::serve_common::Serve;
+use crate::serve_common::{Serve, tail_of};
 
 /// The line the lab's disk image prints on its first boot.
 pub const FIRSTBOOT: &str = "FERROMETAL-FIRSTBOOT";
@@ -33,12 +33,6 @@ pub fn lab_namespace(lab: &Lab) -> &'static str {
     }
 }
 
-fn newest_first(path: &std::path::Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let tail: Vec<&str> = text.lines().rev().take(lines).collect();
-    tail.join("\n")
-}
-
 /// Polls `check` until it holds or `limit` passes; then fails with the host, the console and
 /// the newest lines of serve's log (and of the supervised Ironic's, when there is one).
 pub fn wait_for(
@@ -59,17 +53,18 @@ pub fn wait_for(
     let ironic = s.dir.join("ironic/ironic.log");
     let ironic = if ironic.exists() {
         format!(
-            "\n--- ironic log (newest first) ---\n{}",
-            newest_first(&ironic, 40)
+            "\n--- ironic log (last lines) ---\n{}",
+            tail_of(&ironic, 40)
         )
     } else {
         String::new()
     };
     panic!(
-        "{what}: not within {limit:?}\n--- host ---\n{}\n--- console ---\n{}\n--- serve log (newest first) ---\n{}{ironic}",
+        "{what}: not within {limit:?}\n--- host ---\n{}\n--- console ---\n{}\n--- serve ({}), last log lines ---\n{}{ironic}",
         host(s, lab_namespace(lab), &vm.name),
         lab.console(vm),
-        newest_first(&s.dir.join("serve.log"), 40),
+        s.process_state(),
+        s.log_tail(40),
     );
 }
 
