@@ -35,6 +35,9 @@ pub struct ControllerConfig {
     pub rufio: bool,
     /// The API servers remote claims' kubeconfigs may name.
     pub remote_servers: crate::remote_servers::ServerPolicy,
+    /// How often the FirmwareSchemas ferrometal wrote are checked for ones no
+    /// HostFirmwareSettings names any more; one unnamed at two checks in a row is deleted.
+    pub firmware_schema_sweep: Duration,
 }
 
 /// Intervals the state machine uses; see `ControllerConfig` for the defaults.
@@ -82,6 +85,7 @@ impl Default for ControllerConfig {
             breaker_threshold: 3,
             rufio: true,
             remote_servers: Default::default(),
+            firmware_schema_sweep: Duration::from_secs(300),
         }
     }
 }

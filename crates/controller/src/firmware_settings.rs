@@ -11,9 +11,15 @@
 //! Machine controller reads power.
 //!
 //! FirmwareSchemas are shared by hosts with the same registry: each is named after a hash of
-//! its content (`schema-<hash>`), so equal registries land in one object.
+//! its content (`schema-<hash>`), so equal registries land in one object. metal3 ties a schema
+//! to every HostFirmwareSettings that uses it with an owner reference each; with a thousand
+//! hosts of one model that is one object with a thousand owners, rewritten per host. Instead,
+//! the schemas this controller wrote carry a label, and a sweep deletes one that no
+//! HostFirmwareSettings names at two checks in a row (so one written just before its
+//! settings' status is never taken). Schemas without the label (written by hand, or by
+//! metal3) are never deleted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,10 +32,11 @@ use ferrometal_api::firmware::{
 use ferrometal_bmc::{Bios, BiosAttribute, setting_text};
 use futures::StreamExt;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::Store;
 use serde_json::{Value, json};
 
 use crate::conditions::{self, set_condition};
@@ -40,6 +47,8 @@ pub use ferrometal_api::firmware::{CHANGE_DETECTED, VALID};
 /// ferrometal's condition: False while the BMC's settings cannot be read, with the reason.
 pub const READ: &str = "ferrometal.io/SettingsRead";
 const FIELD_MANAGER: &str = "ferrometal-controller";
+/// Marks the FirmwareSchemas this controller wrote: only those are ever deleted by it.
+pub const SCHEMA_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "ferrometal");
 const REFRESH: Duration = Duration::from_secs(600);
 const BMC_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -259,6 +268,10 @@ async fn write_schema(
         },
     );
     fs.metadata.namespace = Some(ns.to_string());
+    fs.metadata.labels = Some(BTreeMap::from([(
+        SCHEMA_LABEL.0.to_string(),
+        SCHEMA_LABEL.1.to_string(),
+    )]));
     let api: Api<FirmwareSchema> = Api::namespaced(ctx.client.clone(), ns);
     api.patch(
         name,
@@ -279,15 +292,88 @@ fn error_policy(
     Action::requeue(Duration::from_secs(10))
 }
 
+/// The schemas (namespace, name) the given HostFirmwareSettings name.
+fn named_schemas<'a>(
+    settings: impl IntoIterator<Item = &'a HostFirmwareSettings>,
+) -> BTreeSet<(String, String)> {
+    settings
+        .into_iter()
+        .filter_map(|h| h.status.as_ref()?.firmware_schema.as_ref())
+        .map(|r| (r.namespace.clone(), r.name.clone()))
+        .collect()
+}
+
+/// The labelled schemas no HostFirmwareSettings names, by uid: those unnamed at the last
+/// check too are deleted now (with their uid as a precondition, so a schema written again
+/// meanwhile under the same name is left alone).
+async fn sweep_schemas(
+    client: &kube::Client,
+    settings: &Store<HostFirmwareSettings>,
+    unnamed_before: &BTreeSet<String>,
+) -> Result<BTreeSet<String>, kube::Error> {
+    let schemas: Api<FirmwareSchema> = Api::all(client.clone());
+    let labelled = schemas
+        .list(&ListParams::default().labels(&format!("{}={}", SCHEMA_LABEL.0, SCHEMA_LABEL.1)))
+        .await?;
+    let named = named_schemas(settings.state().iter().map(|h| h.as_ref()));
+    let mut unnamed = BTreeSet::new();
+    let mut candidates = Vec::new();
+    for fs in labelled.items {
+        let (ns, name, uid) = (fs.namespace().unwrap_or_default(), fs.name_any(), fs.uid());
+        let Some(uid) = uid else { continue };
+        if named.contains(&(ns.clone(), name.clone())) {
+            continue;
+        }
+        if unnamed_before.contains(&uid) {
+            candidates.push((ns, name, uid));
+        } else {
+            unnamed.insert(uid);
+        }
+    }
+    // This process may watch only its shard's settings: the namespace's own list decides.
+    let mut checked: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
+    for (ns, name, uid) in candidates {
+        if !checked.contains_key(&ns) {
+            let all: Api<HostFirmwareSettings> = Api::namespaced(client.clone(), &ns);
+            let listed = all.list(&ListParams::default()).await?;
+            checked.insert(ns.clone(), named_schemas(&listed.items));
+        }
+        if checked[&ns].contains(&(ns.clone(), name.clone())) {
+            continue;
+        }
+        let api: Api<FirmwareSchema> = Api::namespaced(client.clone(), &ns);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &params).await {
+            Ok(_) => {
+                tracing::info!(namespace = %ns, schema = %name, "deleted a FirmwareSchema no HostFirmwareSettings names")
+            }
+            // Gone or written anew meanwhile: nothing to do.
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(unnamed)
+}
+
 /// Runs the HostFirmwareSettings controller until `shutdown` resolves, on the process's one
-/// watch of them; `hosts` wakes the settings of a host that changed.
+/// watch of them; `hosts` wakes the settings of a host that changed. Every `sweep`, the
+/// schemas it wrote that nothing names any more are collected.
 pub async fn run(
     ctx: Arc<ReadContext>,
     hosts: Watched<BareMetalHost>,
     settings: Watched<HostFirmwareSettings>,
+    sweep: Duration,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    Controller::for_stream(settings.events.applied_objects(), settings.store)
+    let client = ctx.client.clone();
+    let store = settings.store.clone();
+    let controller = Controller::for_stream(settings.events.applied_objects(), settings.store)
         .watches_stream(
             changed_or_gone(hosts.events, host_bmc::read_trigger),
             host_bmc::named_after,
@@ -295,8 +381,24 @@ pub async fn run(
         .with_config(Config::default().concurrency(4))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
-        .for_each(|_| async {})
-        .await;
+        .for_each(|_| async {});
+    let sweeper = async {
+        let mut unnamed = BTreeSet::new();
+        let mut tick = tokio::time::interval(sweep);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            match sweep_schemas(&client, &store, &unnamed).await {
+                Ok(now_unnamed) => unnamed = now_unnamed,
+                Err(e) => tracing::debug!(error = %e, "FirmwareSchema sweep"),
+            }
+        }
+    };
+    // The controller ends at shutdown; the sweep ends with it.
+    tokio::select! {
+        () = controller => {}
+        _ = sweeper => {}
+    }
 }
 
 #[cfg(test)]

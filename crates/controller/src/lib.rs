@@ -302,6 +302,7 @@ pub async fn run(
         }),
         firmware_hosts,
         firmware_settings_watched,
+        config.firmware_schema_sweep,
         shutdown.clone(),
     );
     let components = firmware_components::run(

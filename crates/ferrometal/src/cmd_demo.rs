@@ -131,6 +131,7 @@ pub async fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
         bmc_concurrency: 4,
         bmc_breaker_threshold: 3,
         error_backoff: 2,
+        firmware_schema_sweep: 300,
         label_selector: None,
         metrics_listen: Some("127.0.0.1:0".parse()?),
         ironic_url: None,

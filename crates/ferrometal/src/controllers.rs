@@ -66,6 +66,10 @@ pub struct ControllerArgs {
     /// First error backoff in seconds; doubles per consecutive error (metal3: 60).
     #[arg(long, default_value_t = 10)]
     pub error_backoff: u64,
+    /// How often, in seconds, the FirmwareSchemas ferrometal wrote are checked for ones no
+    /// HostFirmwareSettings names any more (deleted when unnamed at two checks in a row).
+    #[arg(long, default_value_t = 300)]
+    pub firmware_schema_sweep: u64,
     /// Only manage hosts with these labels (e.g. `ferrometal.io/shard=a`), to split a fleet.
     #[arg(long)]
     pub label_selector: Option<String>,
@@ -197,6 +201,7 @@ impl ControllerArgs {
             },
             bmc_concurrency: self.bmc_concurrency.max(1),
             breaker_threshold: self.bmc_breaker_threshold,
+            firmware_schema_sweep: Duration::from_secs(self.firmware_schema_sweep.max(1)),
             ..ControllerConfig::default()
         }
     }

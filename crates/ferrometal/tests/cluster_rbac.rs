@@ -177,6 +177,8 @@ async fn start(rbac: &str, agent: bool) -> Run {
             "1",
             "--bmc-timeout",
             "3",
+            "--firmware-schema-sweep",
+            "1",
         ])
         .env("FERROMETAL_LOG", "warn")
         .stdout(Stdio::null())
@@ -426,6 +428,25 @@ async fn scenario(run: &Run, watch_for: Option<&(String, String, String)>) -> Ou
                          apiVersion: metal3.io/v1alpha1\nkind: BMCEventSubscription\n\
                          metadata: {name: h0-events, namespace: default}\n\
                          spec: {hostName: h0, destination: 'http://events.example/hook'}\n",
+                    ),
+                );
+                true
+            })),
+        ),
+        (
+            "a FirmwareSchema ferrometal wrote that nothing names any more deleted",
+            Box::new(|| {
+                let o = s.kubectl(&["get", "firmwareschema", "schema-orphan", "-n", "default"]);
+                String::from_utf8_lossy(&o.stderr).contains("NotFound")
+            }),
+            Some(Box::new(|| {
+                s.kubectl_stdin(
+                    &["apply", "-f", "-"],
+                    Some(
+                        "apiVersion: metal3.io/v1alpha1\nkind: FirmwareSchema\n\
+                         metadata: {name: schema-orphan, namespace: default, \
+                         labels: {app.kubernetes.io/managed-by: ferrometal}}\n\
+                         spec: {schema: {}}\n",
                     ),
                 );
                 true

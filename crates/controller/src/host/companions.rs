@@ -3,18 +3,21 @@
 //! is read from the caches the host controller keeps of them; what the host did is recorded in
 //! their status (the updates made, the image attached).
 
-use ferrometal_api::BareMetalHost;
 use ferrometal_api::firmware::{
     FirmwareUpdate, HostFirmwareComponents, HostFirmwareSettings, HostUpdatePolicy, VALID,
     wanted_text,
 };
 use ferrometal_api::media::DataImage;
+use ferrometal_api::{BareMetalHost, ProvisioningState};
 use ferrometal_provisioner::{ComponentUpdate, FirmwareChanges};
-use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
 
 use crate::error::ignore_not_found;
+
+/// The field manager of the firmware objects' owner reference (and their empty spec).
+const COMPANIONS_MANAGER: &str = "ferrometal-host-controller";
 
 use super::decide::{DataImageResult, DataImageWork, FirmwareWork};
 
@@ -87,6 +90,102 @@ pub fn data_image_work(host: &BareMetalHost, stores: &CompanionStores) -> Option
         attached: status.attached_image.map(|a| a.url),
         error: status.error.map(|e| e.message),
     })
+}
+
+/// Whether a host in `state` has been registered with its BMC (and is not going away): the
+/// hosts metal3 gives firmware objects.
+fn registered(host: &BareMetalHost, state: ProvisioningState) -> bool {
+    use ProvisioningState as S;
+    host.metadata.deletion_timestamp.is_none()
+        && !host
+            .annotations()
+            .contains_key(ferrometal_api::annotations::DETACHED)
+        && !matches!(
+            state,
+            S::None | S::Unmanaged | S::Registering | S::Deleting | S::PoweringOffBeforeDelete
+        )
+}
+
+/// The server-side apply that creates a host's firmware object of `kind`, empty, owned by the
+/// host; applied to one a user wrote first, it only adds the owner reference (the empty
+/// `spec` map it names takes none of the user's settings).
+fn owned_by_host(host: &BareMetalHost, kind: &str, spec: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "metal3.io/v1alpha1",
+        "kind": kind,
+        "metadata": {
+            "name": host.name_any(),
+            "namespace": host.namespace().unwrap_or_default(),
+            "ownerReferences": [{
+                "apiVersion": BareMetalHost::api_version(&()),
+                "kind": BareMetalHost::kind(&()),
+                "name": host.name_any(),
+                "uid": host.uid().unwrap_or_default(),
+            }],
+        },
+        "spec": spec,
+    })
+}
+
+fn owns<K: ResourceExt>(object: Option<std::sync::Arc<K>>, host: &BareMetalHost) -> bool {
+    object.is_some_and(|o| {
+        o.owner_references()
+            .iter()
+            .any(|r| Some(&r.uid) == host.metadata.uid.as_ref())
+    })
+}
+
+/// As metal3 does at registration: every registered host gets a HostFirmwareSettings named
+/// after it, and a host behind a Redfish BMC (which keeps a firmware inventory) a
+/// HostFirmwareComponents, both owned by the host so that they go with it. A host whose
+/// objects are in the cache with its owner reference costs nothing; one without gets a
+/// server-side apply each (create, or adopt what a user wrote first). Run on every reconcile,
+/// so hosts registered before this existed get theirs too.
+pub async fn ensure_firmware_objects(
+    client: &kube::Client,
+    host: &BareMetalHost,
+    state: ProvisioningState,
+    stores: &CompanionStores,
+) -> Result<(), kube::Error> {
+    if !registered(host, state) || host.metadata.uid.is_none() {
+        return Ok(());
+    }
+    let ns = host.namespace().unwrap_or_default();
+    let name = host.name_any();
+    let params = PatchParams::apply(COMPANIONS_MANAGER);
+    if !owns(
+        stores.settings.get(&ObjectRef::new(&name).within(&ns)),
+        host,
+    ) {
+        let api: Api<HostFirmwareSettings> = Api::namespaced(client.clone(), &ns);
+        let object = owned_by_host(
+            host,
+            "HostFirmwareSettings",
+            serde_json::json!({"settings": {}}),
+        );
+        api.patch(&name, &params, &Patch::Apply(&object)).await?;
+    }
+    let redfish = host
+        .spec
+        .bmc
+        .as_ref()
+        .and_then(|b| ferrometal_bmc::BmcAddress::parse(&b.address).ok())
+        .is_some_and(|a| a.protocol() == ferrometal_bmc::Protocol::Redfish);
+    if redfish
+        && !owns(
+            stores.components.get(&ObjectRef::new(&name).within(&ns)),
+            host,
+        )
+    {
+        let api: Api<HostFirmwareComponents> = Api::namespaced(client.clone(), &ns);
+        let object = owned_by_host(
+            host,
+            "HostFirmwareComponents",
+            serde_json::json!({"updates": []}),
+        );
+        api.patch(&name, &params, &Patch::Apply(&object)).await?;
+    }
+    Ok(())
 }
 
 /// Records in the host's DataImage what the host did with it.

@@ -22,7 +22,9 @@ use tracing::Instrument;
 
 use super::boot_media;
 use super::chain::{Chain, Next, Resume};
-use super::companions::{data_image_work, firmware_work, record_data_image, record_updates};
+use super::companions::{
+    data_image_work, ensure_firmware_objects, firmware_work, record_data_image, record_updates,
+};
 use super::context::HostContext;
 use super::decide::{Call, Decision, FinalizerChange, MemoChange, Outcome};
 use crate::detached::Found;
@@ -590,6 +592,11 @@ async fn apply(
     } else {
         let status = d.status.as_ref().or(host.status.as_ref());
         ctx.set_state(key, Some(super::context::state_label(status)));
+        let state = status.map(|s| s.provisioning.state).unwrap_or_default();
+        // Only the objects are missing: the next reconcile of the host tries again.
+        if let Err(e) = ensure_firmware_objects(&ctx.client, host, state, &ctx.firmware).await {
+            tracing::warn!(host = %name, error = %e, "creating the host's firmware objects failed");
+        }
     }
     Ok(match d.requeue {
         Some(after) => Action::requeue(after),
