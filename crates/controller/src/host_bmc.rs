@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use ferrometal_api::BareMetalHost;
 use ferrometal_bmc::{Bmc, BmcAddress, BmcOptions};
+use kube::ResourceExt;
 
 use crate::bmc_gate::BmcGate;
 use crate::error::Error;
@@ -105,7 +106,8 @@ where
     Some(kube::runtime::reflector::ObjectRef::new(&object.name_any()).within(&ns))
 }
 
-/// A host whose BMC answers for it: registered, not being deleted.
+/// A host whose BMC answers for it: registered, not being deleted, not detached (a detached
+/// host's BMC is left alone entirely).
 pub fn readable(host: &BareMetalHost) -> bool {
     use ferrometal_api::ProvisioningState as S;
     let state = host
@@ -113,7 +115,14 @@ pub fn readable(host: &BareMetalHost) -> bool {
         .as_ref()
         .map(|s| s.provisioning.state)
         .unwrap_or_default();
+    let detached =
+        host.annotations()
+            .contains_key(ferrometal_api::annotations::DETACHED)
+            || host.status.as_ref().is_some_and(|s| {
+                s.operational_status == ferrometal_api::OperationalStatus::Detached
+            });
     host.metadata.deletion_timestamp.is_none()
+        && !detached
         && !matches!(
             state,
             S::None | S::Unmanaged | S::Registering | S::Deleting | S::PoweringOffBeforeDelete

@@ -441,7 +441,10 @@ fn a_tenant_claim_boots_a_live_iso_on_a_legacy_bios_vm() {
     assert_eq!(lab.virtual_cd(&vm)["Inserted"], false);
 }
 
-/// The ironic provisioner: the same live ISO through Ironic's redfish virtual media, on a VM.
+/// The ironic provisioner: a BIOS setting changed in preparing through Ironic's manual cleaning
+/// (its bios interface, no agent ramdisk), the same live ISO through Ironic's redfish virtual
+/// media, a BIOS setting of the provisioned VM changed through Ironic's servicing on a reboot
+/// (with an `onReboot` policy), then deprovisioning.
 #[test]
 fn ironic_boots_the_live_iso_on_a_vm() {
     let lab = Lab::up(1, Firmware::Uefi, "default");
@@ -465,6 +468,37 @@ fn ironic_boots_the_live_iso_on_a_vm() {
         "available",
         Duration::from_secs(240),
     );
+    let hfs = || -> Value {
+        serde_json::from_str(&s.ok(&["get", "hfs", &vm.name, "-o", "json"])).unwrap()
+    };
+    let events = || s.ok(&["get", "events", "-o", "jsonpath={.items[*].reason}"]);
+
+    // Preparing: a wanted BIOS value takes the available host back to preparing, where Ironic
+    // cleans it with its bios step; the VM's BIOS has the value after, and the host is
+    // available again.
+    let (name, allowed, current) = writable_enumeration(&lab, &vm);
+    let other = allowed.iter().find(|v| **v != current).unwrap().clone();
+    let settings = |value: &str| {
+        format!(
+            "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareSettings\n\
+             metadata: {{name: {0}, namespace: default}}\nspec: {{settings: {{{name}: {value}}}}}\n",
+            vm.name
+        )
+    };
+    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&settings(&other)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_for(
+        &s,
+        "the setting applied by Ironic in preparing",
+        Duration::from_secs(300),
+        || {
+            hfs()["status"]["settings"][&name] == other.as_str()
+                && state(&host(&s, "default", &vm.name)) == "available"
+        },
+    );
+    assert_eq!(writable_enumeration(&lab, &vm).2, other);
+    assert!(events().contains("FirmwareSettingsApplied"), "{}", events());
+
     let iso = files.url("live.iso");
     s.ok(&[
         "patch",
@@ -485,6 +519,43 @@ fn ironic_boots_the_live_iso_on_a_vm() {
         "provisioned",
         Duration::from_secs(240),
     );
+
+    // Servicing: with an `onReboot` policy, the provisioned host's reboot has Ironic run the
+    // bios step as a service step; the live ISO boots again and the host stays provisioned.
+    let policy = format!(
+        "---\napiVersion: metal3.io/v1alpha1\nkind: HostUpdatePolicy\n\
+         metadata: {{name: {}, namespace: default}}\nspec: {{firmwareSettings: onReboot}}\n",
+        vm.name
+    );
+    let o = s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        Some(&format!("{}{policy}", settings(&current))),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_for(&s, "the change detected", Duration::from_secs(120), || {
+        hfs()["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "ChangeDetected" && c["status"] == "True")
+        })
+    });
+    let before = lab.console_len(&vm);
+    s.ok(&["annotate", "bmh", &vm.name, "reboot.metal3.io="]);
+    lab.wait_console(&vm, LIVE_MARKER, before, BOOT);
+    wait_for(
+        &s,
+        "serviced by Ironic, back on",
+        Duration::from_secs(300),
+        || {
+            let h = host(&s, "default", &vm.name);
+            hfs()["status"]["settings"][&name] == current.as_str()
+                && h["status"]["operationalStatus"] == "OK"
+                && h["status"]["poweredOn"] == true
+        },
+    );
+    assert_eq!(writable_enumeration(&lab, &vm).2, current);
+    assert_eq!(state(&host(&s, "default", &vm.name)), "provisioned");
+    assert!(events().contains("ServicingComplete"), "{}", events());
+
     // Deprovisioning through Ironic ejects the media and powers the VM off.
     s.ok(&[
         "patch",

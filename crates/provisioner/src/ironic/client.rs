@@ -134,10 +134,22 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Option<Value>, ApiError> {
+        self.call_at(API_VERSION, method, path, body).await
+    }
+
+    /// [`call`](Self::call) at another API version, for the one request that needs a newer
+    /// one (so an older Ironic still serves everything else).
+    pub async fn call_at(
+        &self,
+        version: &str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Option<Value>, ApiError> {
         let mut backoff = self.retry.first_backoff;
         let mut attempt = 0;
         loop {
-            match self.once(method.clone(), path, body).await {
+            match self.once(version, method.clone(), path, body).await {
                 Err(ApiError::Locked(_)) if attempt < self.retry.attempts => {
                     tracing::debug!(%path, attempt, "ironic node locked; retrying");
                     attempt += 1;
@@ -151,6 +163,7 @@ impl Client {
 
     async fn once(
         &self,
+        version: &str,
         method: Method,
         path: &str,
         body: Option<&Value>,
@@ -159,7 +172,7 @@ impl Client {
         let mut req = self
             .http
             .request(method.clone(), &url)
-            .header("X-OpenStack-Ironic-API-Version", API_VERSION)
+            .header("X-OpenStack-Ironic-API-Version", version)
             .header("Accept", "application/json");
         if let Some((user, password)) = &self.endpoint.basic_auth {
             req = req.basic_auth(user, Some(password));

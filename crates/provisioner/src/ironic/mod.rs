@@ -12,7 +12,8 @@
 //! `provisioner` holds the backend and what every verb shares, `memo` the per-host memory,
 //! `actions` the node requests several verbs share, `recover` the healing of a vanished node;
 //! each verb has its own file (`register`, `inspect`, `provision` with prepare, `adopt`,
-//! `deprovision`, `power`, `remove`), and this file dispatches the trait's calls to them.
+//! `deprovision`, `power`, `remove`, `firmware` for BIOS settings), and this file dispatches the
+//! trait's calls to them.
 
 pub mod client;
 pub mod node;
@@ -22,6 +23,7 @@ mod actions;
 mod adopt;
 mod deprovision;
 mod errors;
+mod firmware;
 mod inspect;
 mod memo;
 mod options;
@@ -45,8 +47,8 @@ pub use provisioner::IronicProvisioner;
 pub use supervisor::{DEFAULT_KERNEL_PARAMS, IronicSupervisor, SupervisorConfig};
 
 use crate::{
-    Deployment, ErrorKind, HostInfo, PowerOffMode, Provisioner, ProvisionerError, Registration,
-    Result, Step,
+    Deployment, ErrorKind, FirmwareChanges, HostInfo, PowerOffMode, Provisioner, ProvisionerError,
+    Registration, Result, Step,
 };
 
 #[async_trait::async_trait]
@@ -120,6 +122,11 @@ impl Provisioner for IronicProvisioner {
 
     async fn prepare(&self, host: &HostInfo) -> Result<Step> {
         let r = self.do_prepare(host).await;
+        self.finish(host, r)
+    }
+
+    async fn change_firmware(&self, host: &HostInfo, changes: &FirmwareChanges) -> Result<Step> {
+        let r = self.do_change_firmware(host, changes).await;
         self.finish(host, r)
     }
 

@@ -219,6 +219,9 @@ deploy_logs_storage_backend = local
 deploy_logs_local_path = {d}/agent-logs
 [redfish]
 kernel_append_params = {kernel_params}
+# How soon a BIOS step (and a firmware update) is seen done after the node's reboot; Ironic's
+# default is a minute.
+firmware_update_status_interval = 15
 [pxe]
 tftp_root = {d}/tftp
 kernel_append_params = {kernel_params}
