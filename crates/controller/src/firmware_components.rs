@@ -8,7 +8,7 @@
 //! or through servicing) and records them in `status.updates`. A component whose version moved
 //! after an update was recorded gets `lastVersionFlashed` and `updatedAt`.
 //! Read when the object is created (named after its host, in the host's namespace), when its
-//! host changes and every ten minutes, through the per-BMC gate.
+//! host changes and, while it asks for updates, every ten minutes, through the per-BMC gate.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -147,7 +147,15 @@ async fn reconcile(
     let Some(host) = ctx.hosts.get(&ObjectRef::new(&name).within(&ns)) else {
         return Ok(Action::await_change());
     };
-    if !host_bmc::readable(&host) {
+    let conditions = hfc.status.as_ref().map(|s| s.conditions.as_slice());
+    if !host_bmc::readable(&host)
+        || host_bmc::read_and_idle(
+            hfc.spec.updates.is_empty(),
+            conditions.unwrap_or_default(),
+            hfc.metadata.generation,
+            READ,
+        )
+    {
         return Ok(Action::await_change());
     }
     let now = conditions::now();
@@ -187,7 +195,12 @@ async fn reconcile(
         .await
         .map_err(|e| ReadError::Write(name.clone(), e))?;
     }
-    Ok(Action::requeue(REFRESH))
+    // As the settings: read again periodically only while updates are asked for.
+    Ok(if hfc.spec.updates.is_empty() {
+        Action::await_change()
+    } else {
+        Action::requeue(REFRESH)
+    })
 }
 
 fn error_policy(

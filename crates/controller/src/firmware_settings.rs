@@ -7,7 +7,7 @@
 //! settings (in `preparing`, or on a provisioned host through servicing), and a detected
 //! change says when. A HostFirmwareSettings is read when it is created (named after its host,
 //! in the host's namespace, as metal3 names them), when its host's state or spec changes (not
-//! on its power or timing writes), and every ten minutes. The BMC is read through the per-BMC gate with a bounded timeout, as the Rufio
+//! on its power or timing writes), and every ten minutes while it wants settings. The BMC is read through the per-BMC gate with a bounded timeout, as the Rufio
 //! Machine controller reads power.
 //!
 //! FirmwareSchemas are shared by hosts with the same registry: each is named after a hash of
@@ -188,7 +188,15 @@ async fn reconcile(
         // Another shard's host, or none yet: its events bring this back.
         return Ok(Action::await_change());
     };
-    if !host_bmc::readable(&host) {
+    let conditions = hfs.status.as_ref().map(|s| s.conditions.as_slice());
+    if !host_bmc::readable(&host)
+        || host_bmc::read_and_idle(
+            hfs.spec.settings.is_empty(),
+            conditions.unwrap_or_default(),
+            hfs.metadata.generation,
+            READ,
+        )
+    {
         return Ok(Action::await_change());
     }
     let now = conditions::now();
@@ -240,7 +248,14 @@ async fn reconcile(
         .await
         .map_err(|e| ReadError::Write(name.clone(), e))?;
     }
-    Ok(Action::requeue(REFRESH))
+    // Read again every ten minutes only when settings are wanted (drift matters then); one
+    // asking for nothing (as each host gets) is read when its host changes, so a fleet's
+    // steady state costs its BMCs nothing here.
+    Ok(if hfs.spec.settings.is_empty() {
+        Action::await_change()
+    } else {
+        Action::requeue(REFRESH)
+    })
 }
 
 async fn write_schema(

@@ -149,3 +149,19 @@ pub fn read_trigger(host: &BareMetalHost) -> Option<u64> {
     }
     Some(h.finish())
 }
+
+/// Whether a firmware object that asks for nothing has been read already for its current
+/// spec (condition `read` True at its generation): such an object is read when it is made
+/// (each registered host gets one) and when its spec changes, not on every change of its host,
+/// so a fleet going through provisioning costs its BMCs nothing more.
+pub fn read_and_idle(
+    asks_nothing: bool,
+    conditions: &[ferrometal_api::Condition],
+    generation: Option<i64>,
+    read: &str,
+) -> bool {
+    asks_nothing
+        && conditions
+            .iter()
+            .any(|c| c.type_ == read && c.status == "True" && c.observed_generation == generation)
+}
