@@ -109,12 +109,17 @@ where
 /// A host whose BMC answers for it: registered, not being deleted, not detached (a detached
 /// host's BMC is left alone entirely).
 pub fn readable(host: &BareMetalHost) -> bool {
-    use ferrometal_api::ProvisioningState as S;
     let state = host
         .status
         .as_ref()
         .map(|s| s.provisioning.state)
         .unwrap_or_default();
+    readable_in(host, state)
+}
+
+/// [`readable`] with the provisioning state the host is about to be written with.
+pub fn readable_in(host: &BareMetalHost, state: ferrometal_api::ProvisioningState) -> bool {
+    use ferrometal_api::ProvisioningState as S;
     let detached =
         host.annotations()
             .contains_key(ferrometal_api::annotations::DETACHED)

@@ -59,17 +59,7 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
                     metadata: {name: node-0, namespace: infra}\nspec: {updates: []}\n";
     let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(hfc_yaml));
     assert!(out.status.success(), "{}", output_text(&out));
-    let hfc = || {
-        s.json(&[
-            "get",
-            "hostfirmwarecomponents",
-            "node-0",
-            "-n",
-            "infra",
-            "-o",
-            "json",
-        ])
-    };
+    let hfc = || hfc_of(&s);
     s.wait("the firmware versions read", || {
         hfc()["status"]["components"]
             .as_array()
@@ -325,17 +315,7 @@ fn hfs_of(s: &Serve) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_error() {
     let (emu, _dir, s) = lab("", "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareComponents\nmetadata: {name: node-0, namespace: infra}\nspec: {updates: [{component: bios, url: 'http://fw.example/bios-2.1.0.bin'}]}\n").await;
-    let hfc = || {
-        s.json(&[
-            "get",
-            "hostfirmwarecomponents",
-            "node-0",
-            "-n",
-            "infra",
-            "-o",
-            "json",
-        ])
-    };
+    let hfc = || hfc_of(&s);
     let bmh = || s.json(&["get", "bmh", "node-0", "-n", "infra", "-o", "json"]);
     let component = |h: &Value, name: &str| {
         h["status"]["components"]

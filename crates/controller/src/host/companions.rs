@@ -16,10 +16,10 @@ use kube::{Resource, ResourceExt};
 
 use crate::error::ignore_not_found;
 
+use super::decide::{DataImageResult, DataImageWork, FirmwareWork};
+
 /// The field manager of the firmware objects' owner reference (and their empty spec).
 const COMPANIONS_MANAGER: &str = "ferrometal-host-controller";
-
-use super::decide::{DataImageResult, DataImageWork, FirmwareWork};
 
 fn validated(conditions: &[ferrometal_api::Condition], generation: Option<i64>) -> bool {
     conditions
@@ -92,20 +92,6 @@ pub fn data_image_work(host: &BareMetalHost, stores: &CompanionStores) -> Option
     })
 }
 
-/// Whether a host in `state` has been registered with its BMC (and is not going away): the
-/// hosts metal3 gives firmware objects.
-fn registered(host: &BareMetalHost, state: ProvisioningState) -> bool {
-    use ProvisioningState as S;
-    host.metadata.deletion_timestamp.is_none()
-        && !host
-            .annotations()
-            .contains_key(ferrometal_api::annotations::DETACHED)
-        && !matches!(
-            state,
-            S::None | S::Unmanaged | S::Registering | S::Deleting | S::PoweringOffBeforeDelete
-        )
-}
-
 /// The server-side apply that creates a host's firmware object of `kind`, empty, owned by the
 /// host; applied to one a user wrote first, it only adds the owner reference (the empty
 /// `spec` map it names takes none of the user's settings).
@@ -147,7 +133,8 @@ pub async fn ensure_firmware_objects(
     state: ProvisioningState,
     stores: &CompanionStores,
 ) -> Result<(), kube::Error> {
-    if !registered(host, state) || host.metadata.uid.is_none() {
+    // The hosts metal3 gives firmware objects: registered, not detached, not going away.
+    if !crate::host_bmc::readable_in(host, state) || host.metadata.uid.is_none() {
         return Ok(());
     }
     let ns = host.namespace().unwrap_or_default();

@@ -110,3 +110,16 @@ pub fn host_events(s: &Serve, host: &str) -> Vec<String> {
         .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
         .collect()
 }
+
+/// `infra/node-0`'s HostFirmwareComponents as kubectl shows it.
+pub fn hfc_of(s: &Serve) -> Value {
+    s.json(&[
+        "get",
+        "hostfirmwarecomponents",
+        "node-0",
+        "-n",
+        "infra",
+        "-o",
+        "json",
+    ])
+}
