@@ -443,20 +443,23 @@ fn a_tenant_claim_boots_a_live_iso_on_a_legacy_bios_vm() {
 
 /// The ironic provisioner: a BIOS setting changed in preparing through Ironic's manual cleaning
 /// (its bios interface, no agent ramdisk), the same live ISO through Ironic's redfish virtual
-/// media, a BIOS setting of the provisioned VM changed through Ironic's servicing on a reboot
-/// (with an `onReboot` policy), then deprovisioning.
+/// media, a BIOS setting of the provisioned VM changed and its BIOS flashed through Ironic's
+/// servicing on one reboot (with an `onReboot` policy), then deprovisioning.
 #[test]
 fn ironic_boots_the_live_iso_on_a_vm() {
-    let lab = Lab::up(1, Firmware::Uefi, "default");
+    // Two VMs, one registered: with one system behind it, Ironic's firmware update leaves out
+    // SimpleUpdate's Targets, which sushy-tools requires.
+    let lab = Lab::up(2, Firmware::Uefi, "default");
     let files = FileServer::start();
     publish(files.dir.path(), "live.iso", &guest_images().live_iso);
+    std::fs::write(files.dir.path().join("bios.bin"), b"a BIOS image").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut args = flags();
     args.extend(["--provisioner", "ironic"]);
     let s = serve(dir.path(), free_port(), &args);
     let vm = lab.vm(0).clone();
     // Ironic cleans and inspects in-band with its agent ramdisk, which this lab does not boot.
-    let manifest = lab.manifests().replace(
+    let manifest = std::fs::read_to_string(&vm.manifest).unwrap().replace(
         "  online: false\n",
         "  online: false\n  inspectionMode: disabled\n  automatedCleaningMode: disabled\n",
     );
@@ -521,22 +524,36 @@ fn ironic_boots_the_live_iso_on_a_vm() {
     );
 
     // Servicing: with an `onReboot` policy, the provisioned host's reboot has Ironic run the
-    // bios step as a service step; the live ISO boots again and the host stays provisioned.
+    // bios step and then the firmware update as service steps; the live ISO boots again and
+    // the host stays provisioned.
+    let bios_before = lab.system(&vm)["BiosVersion"].as_str().unwrap().to_string();
     let policy = format!(
         "---\napiVersion: metal3.io/v1alpha1\nkind: HostUpdatePolicy\n\
-         metadata: {{name: {}, namespace: default}}\nspec: {{firmwareSettings: onReboot}}\n",
-        vm.name
+         metadata: {{name: {0}, namespace: default}}\n\
+         spec: {{firmwareSettings: onReboot, firmwareUpdates: onReboot}}\n\
+         ---\napiVersion: metal3.io/v1alpha1\nkind: HostFirmwareComponents\n\
+         metadata: {{name: {0}, namespace: default}}\n\
+         spec: {{updates: [{{component: bios, url: \"{1}\"}}]}}\n",
+        vm.name,
+        files.url("bios.bin")
     );
     let o = s.kubectl_stdin(
         &["apply", "-f", "-"],
         Some(&format!("{}{policy}", settings(&current))),
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    wait_for(&s, "the change detected", Duration::from_secs(120), || {
-        hfs()["status"]["conditions"].as_array().is_some_and(|c| {
+    let hfc = || -> Value {
+        serde_json::from_str(&s.ok(&["get", "hostfirmwarecomponents", &vm.name, "-o", "json"]))
+            .unwrap()
+    };
+    let detected = |o: Value| {
+        o["status"]["conditions"].as_array().is_some_and(|c| {
             c.iter()
                 .any(|c| c["type"] == "ChangeDetected" && c["status"] == "True")
         })
+    };
+    wait_for(&s, "the changes detected", Duration::from_secs(120), || {
+        detected(hfs()) && detected(hfc())
     });
     let before = lab.console_len(&vm);
     s.ok(&["annotate", "bmh", &vm.name, "reboot.metal3.io="]);
@@ -544,10 +561,13 @@ fn ironic_boots_the_live_iso_on_a_vm() {
     wait_for(
         &s,
         "serviced by Ironic, back on",
-        Duration::from_secs(300),
+        Duration::from_secs(600),
         || {
             let h = host(&s, "default", &vm.name);
             hfs()["status"]["settings"][&name] == current.as_str()
+                && !hfc()["status"]["updates"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty)
                 && h["status"]["operationalStatus"] == "OK"
                 && h["status"]["poweredOn"] == true
         },
@@ -555,6 +575,26 @@ fn ironic_boots_the_live_iso_on_a_vm() {
     assert_eq!(writable_enumeration(&lab, &vm).2, current);
     assert_eq!(state(&host(&s, "default", &vm.name)), "provisioned");
     assert!(events().contains("ServicingComplete"), "{}", events());
+    // The image went through Ironic to the BMC, which flashed it: the VM's BIOS version moved,
+    // and the host's HostFirmwareComponents read it back as the version flashed.
+    let bios_after = lab.system(&vm)["BiosVersion"].as_str().unwrap().to_string();
+    assert_ne!(bios_after, bios_before);
+    wait_for(
+        &s,
+        "the flashed version read",
+        Duration::from_secs(120),
+        || {
+            hfc()["status"]["components"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    c["component"] == "bios"
+                        && c["currentVersion"] == bios_after.as_str()
+                        && c["lastVersionFlashed"] == bios_after.as_str()
+                })
+        },
+    );
 
     // Deprovisioning through Ironic ejects the media and powers the VM off.
     s.ok(&[

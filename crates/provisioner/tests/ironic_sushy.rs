@@ -7,7 +7,9 @@ use ferrometal_api::spec_fault::SpecFault;
 use ferrometal_api::{AutomatedCleaningMode, Image, ImageFormat, InspectionMode};
 use ferrometal_bmc::{BmcAddress, Credentials, PowerState};
 use ferrometal_provisioner::ironic::{IronicOptions, IronicProvisioner};
-use ferrometal_provisioner::{Deployment, ErrorKind, HostInfo, Provisioner, Step};
+use ferrometal_provisioner::{
+    ComponentUpdate, Deployment, ErrorKind, FirmwareChanges, HostInfo, Provisioner, Step,
+};
 use ferrometal_test_support::done;
 use ferrometal_test_support::ironic::Ironic;
 use ferrometal_test_support::peers::{FileServer, SUSHY_SYSTEM_0, Sushy};
@@ -78,6 +80,24 @@ async fn redfish_lifecycle_with_a_live_iso() {
     to_available(&p, &h).await;
     assert_eq!(ironic.state("ns~node").as_deref(), Some("available"));
     assert!(p.has_capacity(0).await);
+
+    // A firmware image for a host that is not provisioned: Ironic flashes in cleaning only
+    // with its agent ramdisk, so it is refused, naming the way that works, and nothing is
+    // sent to Ironic or the BMC.
+    let before = sushy.changes();
+    let changes = FirmwareChanges {
+        updates: vec![ComponentUpdate {
+            component: "bios".into(),
+            url: files.url("bios.bin"),
+        }],
+        ..FirmwareChanges::default()
+    };
+    let e = p.change_firmware(&h, &changes).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("through servicing"), "{e}");
+    assert!(e.to_string().contains("bios"), "{e}");
+    assert_eq!(ironic.state("ns~node").as_deref(), Some("available"));
+    assert_eq!(sushy.changes(), before);
 
     let url = files.url("live.iso");
     done!("provision", p.provision(&h, &live_iso(&url)));

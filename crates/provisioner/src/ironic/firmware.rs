@@ -1,9 +1,15 @@
-//! BIOS settings through Ironic's bios interface, as metal3 has Ironic make them: the
-//! `apply_configuration` step, in a manual cleaning without the agent ramdisk
-//! (`disable_ramdisk`) on a host that is not provisioned, and in servicing (`service`, API
-//! 1.87) on a provisioned one. Ironic stages the values in the BMC's pending settings, reboots
-//! the node, and checks after the boot that the BMC reports them; a value the BMC did not take
-//! fails the step, and that failure is the host's error.
+//! Firmware changes through Ironic, as metal3 has Ironic make them: BIOS settings through its
+//! bios interface (`apply_configuration`), firmware images through its firmware interface
+//! (`update`, each component in turn: `UpdateService.SimpleUpdate`, the BMC's task followed,
+//! the reboot that applies it).
+//!
+//! On a provisioned host both run as service steps (`service`, API 1.87), settings first, as
+//! metal3 orders them. On a host that is not provisioned, settings run in a manual cleaning
+//! without the agent ramdisk (`disable_ramdisk`); Ironic flashes firmware in a cleaning only
+//! with its agent ramdisk booted, which this provisioner does not do for firmware, so updates
+//! there are refused with that reason. Ironic checks after the boot that the BMC reports every
+//! value; a value the BMC did not take, or a failed update task, fails the step, and that
+//! failure is the host's error.
 //!
 //! After a manual cleaning the node is powered off (hard), as Ironic ends its own cleaning: the
 //! step's boot left it in whatever it boots without an image, where a graceful shutdown may
@@ -11,8 +17,9 @@
 //!
 //! A step is known to be ours and finished by the node's `provision_updated_at`: the one read
 //! before the request is remembered, and the node back in its resting state with another one
-//! has been through it. After a restart of this process the step is simply asked for again;
-//! Ironic skips the reboot when the BMC already reports every value.
+//! has been through it. After a restart of this process the steps are simply asked for again;
+//! Ironic skips the reboot when the BMC already reports every value (an update, like the
+//! redfish provisioner's, is flashed again: a BMC keeps no record of which image it flashed).
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -27,18 +34,66 @@ use ferrometal_bmc::PowerState;
 /// Ironic's API version with the `service` verb.
 const SERVICE_API_VERSION: &str = "1.87";
 
-/// The step, as Ironic's bios interface takes it: settings as a list of name and value.
-fn bios_steps(changes: &FirmwareChanges) -> Value {
-    let settings: Vec<Value> = changes
-        .settings
+/// The steps, as Ironic takes them, in metal3's order: the BIOS settings as a list of name and
+/// value, then the firmware images as a list of component and URL (flashed in that order).
+fn steps(changes: &FirmwareChanges) -> Value {
+    let mut steps = Vec::new();
+    if !changes.settings.is_empty() {
+        let settings: Vec<Value> = changes
+            .settings
+            .iter()
+            .map(|(name, value)| json!({"name": name, "value": value}))
+            .collect();
+        steps.push(json!({
+            "interface": "bios",
+            "step": "apply_configuration",
+            "args": {"settings": settings},
+        }));
+    }
+    if !changes.updates.is_empty() {
+        let settings: Vec<Value> = changes
+            .updates
+            .iter()
+            .map(|u| json!({"component": u.component, "url": u.url}))
+            .collect();
+        steps.push(json!({
+            "interface": "firmware",
+            "step": "update",
+            "args": {"settings": settings},
+        }));
+    }
+    Value::Array(steps)
+}
+
+/// Whether the steps asked for `asked` make `now` as well. What is still wanted shrinks while
+/// the steps run (a setting read back from the BMC as applied before the update step ended is
+/// no longer wanted); it is the same work, not new work to ask for again.
+fn covers(asked: &FirmwareChanges, now: &FirmwareChanges) -> bool {
+    now.settings
         .iter()
-        .map(|(name, value)| json!({"name": name, "value": value}))
+        .all(|(name, value)| asked.settings.get(name) == Some(value))
+        && now.updates.iter().all(|u| asked.updates.contains(u))
+}
+
+/// Firmware images on a host that is not provisioned: Ironic's `update` clean step needs its
+/// agent ramdisk booted.
+fn updates_refused(host: &HostInfo, changes: &FirmwareChanges) -> ProvisionerError {
+    let components: Vec<&str> = changes
+        .updates
+        .iter()
+        .map(|u| u.component.as_str())
         .collect();
-    json!([{
-        "interface": "bios",
-        "step": "apply_configuration",
-        "args": {"settings": settings},
-    }])
+    ProvisionerError::new(
+        ErrorKind::Unsupported,
+        format!(
+            "the ironic provisioner flashes firmware only on a provisioned host, through \
+             servicing (host {}: {}): Ironic's firmware update in cleaning needs its agent \
+             ramdisk booted; provision the host and reboot it with a HostUpdatePolicy saying \
+             firmwareUpdates: onReboot, or use the redfish provisioner",
+            host.key,
+            components.join(", ")
+        ),
+    )
 }
 
 impl IronicProvisioner {
@@ -47,24 +102,7 @@ impl IronicProvisioner {
         host: &HostInfo,
         changes: &FirmwareChanges,
     ) -> Inner<Step> {
-        if !changes.updates.is_empty() {
-            let components: Vec<&str> = changes
-                .updates
-                .iter()
-                .map(|u| u.component.as_str())
-                .collect();
-            return Err(ProvisionerError::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "the ironic provisioner does not flash firmware yet (host {}: {}); \
-                     the redfish provisioner does",
-                    host.key,
-                    components.join(", ")
-                ),
-            )
-            .into());
-        }
-        if changes.settings.is_empty() {
+        if changes.is_empty() {
             return Ok(Step::Done(()));
         }
         let mut memo = self.memo(&host.key).await;
@@ -73,11 +111,11 @@ impl IronicProvisioner {
         };
         let state = provision_state(&node);
         let since = str_of(&node, "provision_updated_at").to_string();
-        // Asked for these settings: (whether the node moved on since).
+        // Asked for steps that make these changes: (whether the node moved on since).
         let asked = memo
             .firmware_since
             .as_ref()
-            .filter(|(_, settings)| *settings == changes.settings)
+            .filter(|(_, asked)| covers(asked, changes))
             .map(|(before, _)| *before != since);
         let moved = asked == Some(true);
         match state {
@@ -87,11 +125,14 @@ impl IronicProvisioner {
                 if str_of(&node, "target_power_state").is_empty() {
                     self.power_action(host, &node, "power off").await?;
                 }
-                self.wait("node powered off after its BIOS step")
+                self.wait("node powered off after its firmware step")
             }
             "manageable" | "active" if moved => {
                 memo.firmware_since = None;
                 Ok(Step::Done(()))
+            }
+            "available" | "manageable" if !changes.updates.is_empty() => {
+                Err(updates_refused(host, changes).into())
             }
             "available" => {
                 self.provision_action(host, &node, "manage", None).await?;
@@ -100,18 +141,21 @@ impl IronicProvisioner {
                 self.wait("node made manageable for its BIOS settings")
             }
             "manageable" | "active" if asked == Some(false) => {
-                self.wait("Ironic takes the BIOS step")
+                self.wait("Ironic takes the firmware steps")
             }
             "manageable" => {
-                let body = json!({"clean_steps": bios_steps(changes), "disable_ramdisk": true});
+                let body = json!({"clean_steps": steps(changes), "disable_ramdisk": true});
                 self.provision_action(host, &node, "clean", Some(body))
                     .await?;
-                memo.firmware_since = Some((since, changes.settings.clone()));
+                memo.firmware_since = Some((since, changes.clone()));
                 self.wait("Ironic applies the BIOS settings (manual cleaning)")
             }
             "active" => {
                 self.service(host, &mut memo, &node, changes).await?;
-                self.wait("Ironic applies the BIOS settings (servicing)")
+                self.wait(format!(
+                    "Ironic makes the firmware changes (servicing): {}",
+                    changes.describe()
+                ))
             }
             "clean failed" | "service failed" if moved => {
                 memo.firmware_since = None;
@@ -126,7 +170,10 @@ impl IronicProvisioner {
                 self.provision_action(host, &node, back, None).await?;
                 Err(ProvisionerError::new(
                     ErrorKind::Failed,
-                    format!("Ironic did not apply the BIOS settings: {why}"),
+                    format!(
+                        "Ironic did not make the firmware changes ({}): {why}",
+                        changes.describe()
+                    ),
                 )
                 .into())
             }
@@ -154,7 +201,7 @@ impl IronicProvisioner {
         node: &Value,
         changes: &FirmwareChanges,
     ) -> Inner<()> {
-        let body = json!({"target": "service", "service_steps": bios_steps(changes)});
+        let body = json!({"target": "service", "service_steps": steps(changes)});
         self.client
             .call_at(
                 SERVICE_API_VERSION,
@@ -166,7 +213,7 @@ impl IronicProvisioner {
             .ctx(|| format!("service on node {}", host.key))?;
         memo.firmware_since = Some((
             str_of(node, "provision_updated_at").to_string(),
-            changes.settings.clone(),
+            changes.clone(),
         ));
         Ok(())
     }
@@ -175,10 +222,39 @@ impl IronicProvisioner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ComponentUpdate;
 
     #[test]
-    fn settings_become_one_apply_configuration_step() {
-        let changes = FirmwareChanges {
+    fn steps_asked_cover_what_is_still_wanted_while_they_run() {
+        let update = |c: &str| ComponentUpdate {
+            component: c.to_string(),
+            url: format!("http://files/{c}.bin"),
+        };
+        let asked = FirmwareChanges {
+            settings: [("ProcTurboMode".to_string(), "Disabled".to_string())].into(),
+            updates: vec![update("bios")],
+        };
+        let applied = FirmwareChanges {
+            settings: Default::default(),
+            ..asked.clone()
+        };
+        assert!(covers(&asked, &asked));
+        assert!(covers(&asked, &applied));
+        let other_value = FirmwareChanges {
+            settings: [("ProcTurboMode".to_string(), "Enabled".to_string())].into(),
+            ..asked.clone()
+        };
+        assert!(!covers(&asked, &other_value));
+        let more = FirmwareChanges {
+            updates: vec![update("bios"), update("bmc")],
+            ..asked.clone()
+        };
+        assert!(!covers(&asked, &more));
+    }
+
+    #[test]
+    fn settings_then_updates_become_metal3s_two_steps() {
+        let settings = FirmwareChanges {
             settings: [("ProcTurboMode", "Disabled"), ("NumCores", "8")]
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -186,11 +262,30 @@ mod tests {
             updates: Vec::new(),
         };
         assert_eq!(
-            bios_steps(&changes),
+            steps(&settings),
             json!([{"interface": "bios", "step": "apply_configuration", "args": {"settings": [
                 {"name": "NumCores", "value": "8"},
                 {"name": "ProcTurboMode", "value": "Disabled"},
             ]}}])
+        );
+        let both = FirmwareChanges {
+            updates: ["bmc", "bios"]
+                .into_iter()
+                .map(|c| ComponentUpdate {
+                    component: c.to_string(),
+                    url: format!("http://files/{c}.bin"),
+                })
+                .collect(),
+            ..settings
+        };
+        let steps = steps(&both);
+        assert_eq!(steps[0]["interface"], "bios");
+        assert_eq!(
+            steps[1],
+            json!({"interface": "firmware", "step": "update", "args": {"settings": [
+                {"component": "bmc", "url": "http://files/bmc.bin"},
+                {"component": "bios", "url": "http://files/bios.bin"},
+            ]}})
         );
     }
 }

@@ -42,7 +42,7 @@ pub(super) struct Memo {
     pub(super) pending: Option<Pending>,
     pub(super) phase: Phase,
     pub(super) power: Option<PowerRequest>,
-    /// The node's `provision_updated_at` when a BIOS step was asked for, and the settings it
-    /// asked for: another time, with the node at rest again, means that step ran.
-    pub(super) firmware_since: Option<(String, std::collections::BTreeMap<String, String>)>,
+    /// The node's `provision_updated_at` when firmware steps were asked for, and the changes
+    /// they asked for: another time, with the node at rest again, means those steps ran.
+    pub(super) firmware_since: Option<(String, crate::FirmwareChanges)>,
 }
