@@ -6,7 +6,8 @@
 //! `status.error` (the column `kubectl get bes` shows), never with a header's value.
 //!
 //! Observed first: a subscription the BMC already has for the same destination and context is
-//! taken as this one's (a restart between making it and recording it does not make two).
+//! taken as this one's (a restart between making it and recording it does not make two). The
+//! BMC calls run on tasks of their own ([`Reads`]), not on the controller's workers.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use ferrometal_api::BareMetalHost;
 use ferrometal_api::annotations as ann;
 use ferrometal_api::bmc_events::BMCEventSubscription;
+use ferrometal_bmc::EventSubscription;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -26,12 +28,11 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
 use crate::error::{Error, ignore_not_found};
-use crate::host_bmc::{self, ReadContext, ReadError};
+use crate::host_bmc::{self, ReadContext, ReadError, Reads, Taken};
 use crate::merge_patch::patch_metadata;
 use crate::shared_watch::{Watched, changed_or_gone};
 
 pub const FINALIZER: &str = "bmceventsubscription.metal3.io";
-const BMC_TIMEOUT: Duration = Duration::from_secs(20);
 const RETRY: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
@@ -124,53 +125,90 @@ async fn headers(
         .collect()))
 }
 
+/// What a BMC call of this controller did.
+pub enum Called {
+    /// The subscription the BMC has for this object (found or made).
+    Made(EventSubscription),
+    /// The object's subscription is gone from the BMC.
+    Removed,
+}
+
+/// The controller's context: what the read controllers share, and its BMC calls in flight.
+pub struct EventsContext {
+    read: Arc<ReadContext>,
+    calls: Reads<BMCEventSubscription, Called>,
+}
+
 async fn reconcile(
     bes: Arc<BMCEventSubscription>,
-    ctx: Arc<ReadContext>,
+    ctx: Arc<EventsContext>,
 ) -> Result<Action, EventsError> {
     let ns = bes.namespace().unwrap_or_default();
     let host = ctx
+        .read
         .hosts
         .get(&ObjectRef::new(&bes.spec.host_name).within(&ns))
         .filter(|h| !h.annotations().contains_key(ann::DETACHED));
     let finalizers = bes.finalizers().to_vec();
     let has_finalizer = finalizers.iter().any(|f| f == FINALIZER);
-    let id = bes
+    let mut id = bes
         .status
         .as_ref()
         .map(|s| s.subscription_id.clone())
         .unwrap_or_default();
+    let ended = match ctx.calls.take(&bes) {
+        Taken::Running => return Ok(Action::requeue(host_bmc::READ_BACKSTOP)),
+        Taken::Done { read, .. } => Some(read?),
+        Taken::Idle => None,
+    };
     if bes.metadata.deletion_timestamp.is_some() {
         if !has_finalizer {
             return Ok(Action::await_change());
         }
-        if let (false, Some(host)) = (id.is_empty(), host.as_deref()) {
-            let found = host_bmc::read(&ctx, host, BMC_TIMEOUT, |bmc| {
-                let id = id.clone();
-                async move {
+        // Made while the object was being deleted: its ID never reached the status.
+        if let (Some(Ok(Called::Made(sub))), true) = (&ended, id.is_empty()) {
+            id = sub.id.clone();
+        }
+        let removed = matches!(ended, Some(Ok(Called::Removed)));
+        if let (false, false, Some(host)) = (removed, id.is_empty(), host) {
+            // With an ID known, the call that failed was a removal (a subscription is only
+            // made while there is none).
+            if let Some(Err(why)) = &ended {
+                let message = format!("failed to delete a subscription: {why}");
+                set_status(&ctx.read, &bes, None, Some(&message)).await?;
+                return Ok(Action::requeue(RETRY));
+            }
+            return Ok(ctx
+                .calls
+                .start(&ctx.read, host, &bes, move |bmc| async move {
                     let subs = bmc.subscriptions().await?;
                     if let Some(s) = subs.iter().find(|s| s.id == id) {
                         bmc.unsubscribe(&s.path).await?;
                     }
-                    Ok(())
-                }
-            })
-            .await?;
-            if let Err(why) = found {
-                let message = format!("failed to delete a subscription: {why}");
-                set_status(&ctx, &bes, None, Some(&message)).await?;
-                return Ok(Action::requeue(RETRY));
-            }
+                    Ok(Called::Removed)
+                }));
         }
         // Gone from the BMC (or nothing left to reach it through): let the object go.
         let rest = finalizers.into_iter().filter(|f| f != FINALIZER).collect();
-        set_finalizers(&ctx, &bes, rest).await?;
+        set_finalizers(&ctx.read, &bes, rest).await?;
         return Ok(Action::await_change());
+    }
+    match ended {
+        Some(Ok(Called::Made(sub))) => {
+            set_status(&ctx.read, &bes, Some(&sub.id), None).await?;
+            return Ok(Action::await_change());
+        }
+        Some(Err(why)) => {
+            let message = format!("failed to create a subscription: {why}");
+            set_status(&ctx.read, &bes, None, Some(&message)).await?;
+            return Ok(Action::requeue(RETRY));
+        }
+        Some(Ok(Called::Removed)) | None => {}
     }
     if !has_finalizer {
         let mut with = finalizers;
         with.push(FINALIZER.to_string());
-        set_finalizers(&ctx, &bes, with).await?;
+        set_finalizers(&ctx.read, &bes, with).await?;
         return Ok(Action::await_change());
     }
     if !id.is_empty() {
@@ -178,45 +216,37 @@ async fn reconcile(
     }
     let Some(host) = host else {
         let message = format!("baremetal host {:?} not found", bes.spec.host_name);
-        set_status(&ctx, &bes, None, Some(&message)).await?;
+        set_status(&ctx.read, &bes, None, Some(&message)).await?;
         return Ok(Action::requeue(RETRY));
     };
-    let headers = match headers(&ctx, &bes).await? {
+    let headers = match headers(&ctx.read, &bes).await? {
         Ok(h) => h,
         Err(message) => {
-            set_status(&ctx, &bes, None, Some(&message)).await?;
+            set_status(&ctx.read, &bes, None, Some(&message)).await?;
             return Ok(Action::requeue(RETRY));
         }
     };
     let (destination, context) = (bes.spec.destination.clone(), bes.spec.context.clone());
-    let made = host_bmc::read(&ctx, &host, BMC_TIMEOUT, |bmc| async move {
-        let subs = bmc.subscriptions().await?;
-        if let Some(s) = subs
-            .into_iter()
-            .find(|s| s.destination == destination && s.context == context)
-        {
-            return Ok(s);
-        }
-        bmc.subscribe(&destination, &context, &headers).await
-    })
-    .await?;
-    match made {
-        Ok(sub) => {
-            set_status(&ctx, &bes, Some(&sub.id), None).await?;
-            Ok(Action::await_change())
-        }
-        Err(why) => {
-            let message = format!("failed to create a subscription: {why}");
-            set_status(&ctx, &bes, None, Some(&message)).await?;
-            Ok(Action::requeue(RETRY))
-        }
-    }
+    Ok(ctx
+        .calls
+        .start(&ctx.read, host, &bes, move |bmc| async move {
+            let subs = bmc.subscriptions().await?;
+            if let Some(s) = subs
+                .into_iter()
+                .find(|s| s.destination == destination && s.context == context)
+            {
+                return Ok(Called::Made(s));
+            }
+            bmc.subscribe(&destination, &context, &headers)
+                .await
+                .map(Called::Made)
+        }))
 }
 
 fn error_policy(
     _bes: Arc<BMCEventSubscription>,
     error: &EventsError,
-    _ctx: Arc<ReadContext>,
+    _ctx: Arc<EventsContext>,
 ) -> Action {
     tracing::debug!(%error, "BMC event subscription");
     Action::requeue(Duration::from_secs(10))
@@ -231,6 +261,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let by_host = subscriptions.store.clone();
+    let (calls, woken) = Reads::new(subscriptions.store.clone());
+    let ctx = Arc::new(EventsContext { read: ctx, calls });
     Controller::for_stream(subscriptions.events.applied_objects(), subscriptions.store)
         .watches_stream(
             changed_or_gone(hosts.events, host_bmc::read_trigger),
@@ -245,6 +277,7 @@ pub async fn run(
                     .collect::<Vec<_>>()
             },
         )
+        .reconcile_on(woken)
         .with_config(Config::default().concurrency(4))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

@@ -38,6 +38,9 @@ pub struct ControllerConfig {
     /// How often the FirmwareSchemas ferrometal wrote are checked for ones no
     /// HostFirmwareSettings names any more; one unnamed at two checks in a row is deleted.
     pub firmware_schema_sweep: Duration,
+    /// Per-request timeout of the firmware controllers' BMC reads and event subscriptions (the
+    /// provisioner has its own, from the same flag).
+    pub bmc_timeout: Duration,
 }
 
 /// Intervals the state machine uses; see `ControllerConfig` for the defaults.
@@ -86,6 +89,7 @@ impl Default for ControllerConfig {
             rufio: true,
             remote_servers: Default::default(),
             firmware_schema_sweep: Duration::from_secs(300),
+            bmc_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -8,7 +8,8 @@
 //! or through servicing) and records them in `status.updates`. A component whose version moved
 //! after an update was recorded gets `lastVersionFlashed` and `updatedAt`.
 //! Read when the object is created (named after its host, in the host's namespace), when its
-//! host changes and, while it asks for updates, every ten minutes, through the per-BMC gate.
+//! host changes and, while it asks for updates, every ten minutes, through the per-BMC gate and
+//! off the reconcile workers ([`Reads`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -28,14 +29,13 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use crate::conditions::{self, set_condition};
-use crate::host_bmc::{self, ReadContext, ReadError};
+use crate::host_bmc::{self, ReadContext, ReadError, Reads, Taken};
 use crate::shared_watch::{Watched, changed_or_gone};
 
 pub use ferrometal_api::firmware::{CHANGE_DETECTED, VALID};
 /// ferrometal's condition: False while the BMC's versions cannot be read, with the reason.
 pub const READ: &str = "ferrometal.io/VersionsRead";
 const REFRESH: Duration = Duration::from_secs(600);
-const BMC_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// metal3's rule for the components an update may name.
 fn invalid_component(name: &str) -> bool {
@@ -138,32 +138,45 @@ pub fn decide_status(
     status
 }
 
+/// The controller's context: what the read controllers share, and its reads in flight.
+pub struct ComponentsContext {
+    read: Arc<ReadContext>,
+    reads: Reads<HostFirmwareComponents, FirmwareVersions>,
+}
+
 async fn reconcile(
     hfc: Arc<HostFirmwareComponents>,
-    ctx: Arc<ReadContext>,
+    ctx: Arc<ComponentsContext>,
 ) -> Result<Action, ReadError> {
     let ns = hfc.namespace().unwrap_or_default();
     let name = hfc.name_any();
-    let Some(host) = ctx.hosts.get(&ObjectRef::new(&name).within(&ns)) else {
+    let taken = ctx.reads.take(&hfc);
+    let Some(host) = ctx.read.hosts.get(&ObjectRef::new(&name).within(&ns)) else {
         return Ok(Action::await_change());
     };
     let conditions = hfc.status.as_ref().map(|s| s.conditions.as_slice());
-    if !host_bmc::readable(&host)
-        || host_bmc::read_and_idle(
-            hfc.spec.updates.is_empty(),
-            conditions.unwrap_or_default(),
-            hfc.metadata.generation,
-            READ,
-        )
-    {
+    if !host_bmc::readable(&host) {
         return Ok(Action::await_change());
     }
+    let (read, deferred) = match taken {
+        Taken::Running => return Ok(Action::requeue(host_bmc::READ_BACKSTOP)),
+        Taken::Done { read, deferred } => (read?, deferred),
+        Taken::Idle => {
+            if host_bmc::read_and_idle(
+                hfc.spec.updates.is_empty(),
+                conditions.unwrap_or_default(),
+                hfc.metadata.generation,
+                READ,
+            ) {
+                return Ok(Action::await_change());
+            }
+            return Ok(ctx.reads.start(&ctx.read, host, &hfc, |bmc| async move {
+                bmc.firmware_versions().await
+            }));
+        }
+    };
     let now = conditions::now();
-    let status = match host_bmc::read(&ctx, &host, BMC_TIMEOUT, |bmc| async move {
-        bmc.firmware_versions().await
-    })
-    .await?
-    {
+    let status = match read {
         Ok(versions) => decide_status(&hfc, &versions, &now),
         Err(why) => {
             let mut status = hfc.status.clone().unwrap_or_default();
@@ -186,7 +199,7 @@ async fn reconcile(
         if let Some(fields) = body.as_object_mut() {
             fields.remove("updates");
         }
-        let api: Api<HostFirmwareComponents> = Api::namespaced(ctx.client.clone(), &ns);
+        let api: Api<HostFirmwareComponents> = Api::namespaced(ctx.read.client.clone(), &ns);
         api.patch_status(
             &name,
             &PatchParams::default(),
@@ -195,8 +208,11 @@ async fn reconcile(
         .await
         .map_err(|e| ReadError::Write(name.clone(), e))?;
     }
-    // As the settings: read again periodically only while updates are asked for.
-    Ok(if hfc.spec.updates.is_empty() {
+    // As the settings: read again periodically only while updates are asked for; at once when
+    // the object or its host changed while this read ran.
+    Ok(if deferred {
+        Action::requeue(Duration::ZERO)
+    } else if hfc.spec.updates.is_empty() {
         Action::await_change()
     } else {
         Action::requeue(REFRESH)
@@ -206,7 +222,7 @@ async fn reconcile(
 fn error_policy(
     _hfc: Arc<HostFirmwareComponents>,
     error: &ReadError,
-    _ctx: Arc<ReadContext>,
+    _ctx: Arc<ComponentsContext>,
 ) -> Action {
     tracing::debug!(%error, "firmware components");
     Action::requeue(Duration::from_secs(10))
@@ -220,11 +236,14 @@ pub async fn run(
     components: Watched<HostFirmwareComponents>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let (reads, woken) = Reads::new(components.store.clone());
+    let ctx = Arc::new(ComponentsContext { read: ctx, reads });
     Controller::for_stream(components.events.applied_objects(), components.store)
         .watches_stream(
             changed_or_gone(hosts.events, host_bmc::read_trigger),
             host_bmc::named_after,
         )
+        .reconcile_on(woken)
         .with_config(Config::default().concurrency(4))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

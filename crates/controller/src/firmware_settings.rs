@@ -7,8 +7,9 @@
 //! settings (in `preparing`, or on a provisioned host through servicing), and a detected
 //! change says when. A HostFirmwareSettings is read when it is created (named after its host,
 //! in the host's namespace, as metal3 names them), when its host's state or spec changes (not
-//! on its power or timing writes), and every ten minutes while it wants settings. The BMC is read through the per-BMC gate with a bounded timeout, as the Rufio
-//! Machine controller reads power.
+//! on its power or timing writes), and every ten minutes while it wants settings. The BMC is
+//! read through the per-BMC gate with a bounded timeout, on a task of its own ([`Reads`]): a
+//! hung BMC holds that task, not one of the controller's workers.
 //!
 //! FirmwareSchemas are shared by hosts with the same registry: each is named after a hash of
 //! its content (`schema-<hash>`), so equal registries land in one object. metal3 ties a schema
@@ -40,7 +41,7 @@ use kube::runtime::reflector::Store;
 use serde_json::{Value, json};
 
 use crate::conditions::{self, set_condition};
-use crate::host_bmc::{self, ReadContext, ReadError};
+use crate::host_bmc::{self, ReadContext, ReadError, Reads, Taken};
 use crate::shared_watch::{Watched, changed_or_gone};
 
 pub use ferrometal_api::firmware::{CHANGE_DETECTED, VALID};
@@ -50,7 +51,6 @@ const FIELD_MANAGER: &str = "ferrometal-controller";
 /// Marks the FirmwareSchemas this controller wrote: only those are ever deleted by it.
 pub const SCHEMA_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "ferrometal");
 const REFRESH: Duration = Duration::from_secs(600);
-const BMC_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The settings as metal3 keeps them: every value a string; passwords (null) left out.
 fn as_settings(attributes: &BTreeMap<String, Value>) -> BTreeMap<String, String> {
@@ -178,43 +178,55 @@ pub fn decide_status(
     status
 }
 
+/// The controller's context: what the read controllers share, and its reads in flight.
+pub struct SettingsContext {
+    read: Arc<ReadContext>,
+    reads: Reads<HostFirmwareSettings, Bios>,
+}
+
 async fn reconcile(
     hfs: Arc<HostFirmwareSettings>,
-    ctx: Arc<ReadContext>,
+    ctx: Arc<SettingsContext>,
 ) -> Result<Action, ReadError> {
     let ns = hfs.namespace().unwrap_or_default();
     let name = hfs.name_any();
-    let Some(host) = ctx.hosts.get(&ObjectRef::new(&name).within(&ns)) else {
+    let taken = ctx.reads.take(&hfs);
+    let Some(host) = ctx.read.hosts.get(&ObjectRef::new(&name).within(&ns)) else {
         // Another shard's host, or none yet: its events bring this back.
         return Ok(Action::await_change());
     };
     let conditions = hfs.status.as_ref().map(|s| s.conditions.as_slice());
-    if !host_bmc::readable(&host)
-        || host_bmc::read_and_idle(
-            hfs.spec.settings.is_empty(),
-            conditions.unwrap_or_default(),
-            hfs.metadata.generation,
-            READ,
-        )
-    {
+    if !host_bmc::readable(&host) {
         return Ok(Action::await_change());
     }
+    let (read, deferred) = match taken {
+        Taken::Running => return Ok(Action::requeue(host_bmc::READ_BACKSTOP)),
+        Taken::Done { read, deferred } => (read?, deferred),
+        Taken::Idle => {
+            if host_bmc::read_and_idle(
+                hfs.spec.settings.is_empty(),
+                conditions.unwrap_or_default(),
+                hfs.metadata.generation,
+                READ,
+            ) {
+                return Ok(Action::await_change());
+            }
+            return Ok(ctx
+                .reads
+                .start(&ctx.read, host.clone(), &hfs, |bmc| async move {
+                    bmc.bios().await
+                }));
+        }
+    };
     let now = conditions::now();
-    let status = match host_bmc::read(
-        &ctx,
-        &host,
-        BMC_TIMEOUT,
-        |bmc| async move { bmc.bios().await },
-    )
-    .await?
-    {
+    let status = match read {
         Ok(bios) => {
             let schema = as_schema(&bios);
             let schema_ref = if schema.is_empty() {
                 None
             } else {
                 let schema_name = schema_name(&schema);
-                write_schema(&ctx, &ns, &schema_name, &host, &schema).await?;
+                write_schema(&ctx.read, &ns, &schema_name, &host, &schema).await?;
                 Some(schema_name)
             };
             decide_status(
@@ -239,7 +251,7 @@ async fn reconcile(
         }
     };
     if Some(&status) != hfs.status.as_ref() {
-        let api: Api<HostFirmwareSettings> = Api::namespaced(ctx.client.clone(), &ns);
+        let api: Api<HostFirmwareSettings> = Api::namespaced(ctx.read.client.clone(), &ns);
         api.patch_status(
             &name,
             &PatchParams::default(),
@@ -250,8 +262,11 @@ async fn reconcile(
     }
     // Read again every ten minutes only when settings are wanted (drift matters then); one
     // asking for nothing (as each host gets) is read when its host changes, so a fleet's
-    // steady state costs its BMCs nothing here.
-    Ok(if hfs.spec.settings.is_empty() {
+    // steady state costs its BMCs nothing here. At once when the object or its host changed
+    // while this read ran.
+    Ok(if deferred {
+        Action::requeue(Duration::ZERO)
+    } else if hfs.spec.settings.is_empty() {
         Action::await_change()
     } else {
         Action::requeue(REFRESH)
@@ -301,7 +316,7 @@ async fn write_schema(
 fn error_policy(
     _hfs: Arc<HostFirmwareSettings>,
     error: &ReadError,
-    _ctx: Arc<ReadContext>,
+    _ctx: Arc<SettingsContext>,
 ) -> Action {
     tracing::debug!(%error, "firmware settings");
     Action::requeue(Duration::from_secs(10))
@@ -388,11 +403,14 @@ pub async fn run(
 ) {
     let client = ctx.client.clone();
     let store = settings.store.clone();
+    let (reads, woken) = Reads::new(settings.store.clone());
+    let ctx = Arc::new(SettingsContext { read: ctx, reads });
     let controller = Controller::for_stream(settings.events.applied_objects(), settings.store)
         .watches_stream(
             changed_or_gone(hosts.events, host_bmc::read_trigger),
             host_bmc::named_after,
         )
+        .reconcile_on(woken)
         .with_config(Config::default().concurrency(4))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

@@ -7,9 +7,13 @@ use std::time::Duration;
 
 use ferrometal_api::BareMetalHost;
 use ferrometal_bmc::{Bmc, BmcAddress, BmcOptions};
+use futures::Stream;
 use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::bmc_gate::BmcGate;
+use crate::detached::{Detached, Found};
 use crate::error::Error;
 use crate::secrets::{CredentialsObservation, SecretCache, read_credentials};
 
@@ -61,6 +65,8 @@ pub struct ReadContext {
     pub secrets: Arc<SecretCache>,
     /// The hosts this process runs.
     pub hosts: kube::runtime::reflector::Store<BareMetalHost>,
+    /// Each BMC request's.
+    pub timeout: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -73,17 +79,12 @@ pub enum ReadError {
 
 /// Connects to `host`'s BMC and runs one read through the per-BMC gate, logging out after.
 /// The inner error, in words fit for a condition, is why the BMC could not be read.
-pub async fn read<T, F, Fut>(
-    ctx: &ReadContext,
-    host: &BareMetalHost,
-    timeout: Duration,
-    what: F,
-) -> Result<Result<T, String>, ReadError>
+async fn read<T, F, Fut>(ctx: &ReadContext, host: &BareMetalHost, what: F) -> ReadResult<T>
 where
     F: FnOnce(Arc<dyn Bmc>) -> Fut,
     Fut: std::future::Future<Output = Result<T, ferrometal_bmc::BmcError>>,
 {
-    let (bmc, key) = match connect(&ctx.client, &ctx.secrets, host, timeout)
+    let (bmc, key) = match connect(&ctx.client, &ctx.secrets, host, ctx.timeout)
         .await
         .map_err(ReadError::Secret)?
     {
@@ -93,6 +94,100 @@ where
     let read = ctx.gate.run(&key, what(bmc.clone())).await;
     let _ = bmc.logout().await;
     Ok(read.map_err(|e| e.to_string()))
+}
+
+/// How a read started by [`Reads::start`] ended: the BMC's answer, or in words fit for a
+/// condition why it could not be had; the outer error is the API's (retry).
+pub type ReadResult<T> = Result<Result<T, String>, ReadError>;
+
+/// What a reconcile finds of its object's read.
+pub enum Taken<T> {
+    /// None running or finished: start one if the object needs it.
+    Idle,
+    /// One runs; its end wakes the object.
+    Running,
+    /// One ended; `deferred` when reconciles came while it ran (look again after applying it).
+    Done { read: ReadResult<T>, deferred: bool },
+}
+
+/// The BMC reads (and the few writes, such as event subscriptions) of one read-only
+/// controller, each on its own task: a hung BMC holds that task until the BMC timeout, never
+/// one of the controller's few workers, so one rack of hung BMCs does not stall every other
+/// host's firmware objects. A reconcile starts the read and returns; the read's end wakes the
+/// object (through the stream [`Reads::new`] returns, for the controller's `reconcile_on`), and
+/// the next reconcile takes the answer and writes what follows from it.
+pub struct Reads<K: kube::Resource<DynamicType = ()> + 'static, T> {
+    detached: Detached<K, ReadResult<T>>,
+    objects: Store<K>,
+}
+
+/// Looks again after this long should a finished read's wake-up be lost (it is not: this only
+/// bounds the damage of a bug).
+pub const READ_BACKSTOP: Duration = Duration::from_secs(300);
+
+impl<K, T> Reads<K, T>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    /// The registry for the objects of `objects` (a read for an object deleted meanwhile is
+    /// dropped), and the objects to wake when their read ends.
+    pub fn new(objects: Store<K>) -> (Self, impl Stream<Item = ObjectRef<K>> + Send + 'static) {
+        let (detached, woken) = Detached::new();
+        let woken = futures::stream::unfold(woken, |mut rx| async move {
+            rx.recv().await.map(|object| (object, rx))
+        });
+        (Reads { detached, objects }, woken)
+    }
+
+    fn key(object: &K) -> String {
+        format!(
+            "{}/{}",
+            object.meta().namespace.as_deref().unwrap_or_default(),
+            object.meta().name.as_deref().unwrap_or_default()
+        )
+    }
+
+    /// Takes `object`'s finished read, if any (once); notes a reconcile that came while it runs.
+    pub fn take(&self, object: &K) -> Taken<T> {
+        match self.detached.take(&Self::key(object)) {
+            Found::Idle => Taken::Idle,
+            Found::Running => Taken::Running,
+            Found::Finished { state, deferred } => Taken::Done {
+                read: state,
+                deferred,
+            },
+        }
+    }
+
+    /// Starts `what` on `host`'s BMC for `object` (connect, the per-BMC gate, log out after)
+    /// and says what the reconcile returns meanwhile.
+    pub fn start<F, Fut>(
+        &self,
+        ctx: &Arc<ReadContext>,
+        host: Arc<BareMetalHost>,
+        object: &K,
+        what: F,
+    ) -> Action
+    where
+        F: FnOnce(Arc<dyn Bmc>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, ferrometal_bmc::BmcError>> + Send + 'static,
+    {
+        let ctx = ctx.clone();
+        let objects = self.objects.clone();
+        self.detached.spawn(
+            Self::key(object),
+            ObjectRef::from_obj(object),
+            move |o| objects.get(o).is_some(),
+            async move { read(&ctx, &host, what).await },
+        );
+        Action::requeue(READ_BACKSTOP)
+    }
+
+    /// Reads running now.
+    pub fn running(&self) -> usize {
+        self.detached.running()
+    }
 }
 
 /// The object of kind `K` named as `object`, in its namespace (how metal3 names a host's

@@ -202,6 +202,7 @@ impl ControllerArgs {
             bmc_concurrency: self.bmc_concurrency.max(1),
             breaker_threshold: self.bmc_breaker_threshold,
             firmware_schema_sweep: Duration::from_secs(self.firmware_schema_sweep.max(1)),
+            bmc_timeout: Duration::from_secs(self.bmc_timeout.max(1)),
             ..ControllerConfig::default()
         }
     }

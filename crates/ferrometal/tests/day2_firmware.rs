@@ -686,3 +686,137 @@ async fn each_registered_host_gets_its_firmware_objects_and_they_go_with_it() {
     // node-0's wanted settings were already the BMC's: adopting its object changed nothing.
     assert!(bios_patches(&emu).is_empty(), "{:?}", bios_patches(&emu));
 }
+
+/// More hung BMCs than the firmware controllers have workers do not hold up another host's
+/// firmware objects: each read runs on its own task until the BMC timeout, so a healthy
+/// host's settings are read while every hung read still waits (none has ended in its
+/// `SettingsRead=False` yet). A read that held a worker would leave the healthy host's read
+/// queued until the first hung ones timed out and recorded their failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_bmcs_do_not_hold_up_other_hosts_firmware_reads() {
+    use ferrometal_emulator::{Emulator, EmulatorConfig, Fault};
+    // Six hung BMCs: more than the controller's four workers.
+    let hung = || 1..=6_usize;
+    let emu = Emulator::start(
+        EmulatorConfig {
+            systems: 7,
+            power_delay: std::time::Duration::from_millis(100),
+            ..EmulatorConfig::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // No power polls: once registered, only the firmware reads reach the BMCs. A hung read
+    // ends at the BMC timeout, long enough that the healthy host's read comes well before.
+    let s = serve(
+        dir.path(),
+        free_port(),
+        &["--power-poll-interval", "3600", "--bmc-timeout", "30"],
+    );
+    s.ok(&["create", "namespace", "infra"]);
+    let mut yaml = "apiVersion: v1\nkind: Secret\nmetadata: {name: bmc, namespace: infra}\n\
+                    stringData: {username: admin, password: password}\n"
+        .to_string();
+    for i in 0..7 {
+        let address = emu
+            .system_url(i)
+            .replace("http://", "redfish-virtualmedia+http://");
+        yaml.push_str(&format!(
+            "---\napiVersion: metal3.io/v1alpha1\nkind: BareMetalHost\n\
+             metadata: {{name: node-{i}, namespace: infra}}\n\
+             spec: {{online: false, automatedCleaningMode: disabled, bmc: {{address: \"{address}\", credentialsName: bmc}}}}\n"
+        ));
+    }
+    let out = s.kubectl_stdin(&["apply", "-f", "-"], Some(&yaml));
+    assert!(out.status.success(), "{}", output_text(&out));
+    let hfs = |i: usize| {
+        let o = s.kubectl(&[
+            "get",
+            "hfs",
+            &format!("node-{i}"),
+            "-n",
+            "infra",
+            "-o",
+            "json",
+        ]);
+        serde_json::from_slice::<Value>(&o.stdout).unwrap_or(Value::Null)
+    };
+    // The generation of a settings object's last read, and whether it succeeded.
+    let read_at = |obj: &Value| {
+        obj["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "ferrometal.io/SettingsRead")
+            .map(|c| (c["observedGeneration"].as_i64(), c["status"] == "True"))
+    };
+    s.wait("every host available and its settings read", || {
+        (0..7).all(|i| {
+            s.json(&[
+                "get",
+                "bmh",
+                &format!("node-{i}"),
+                "-n",
+                "infra",
+                "-o",
+                "json",
+            ])["status"]["provisioning"]["state"]
+                == "available"
+                && read_at(&hfs(i)).is_some_and(|(_, ok)| ok)
+        })
+    });
+    let num_cores = hfs(0)["status"]["settings"]["NumCores"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Asking each object for the value its BMC already has makes it read again and changes
+    // nothing on the host.
+    let ask = |i: usize| {
+        let patch = format!(r#"{{"spec":{{"settings":{{"NumCores":{num_cores}}}}}}}"#);
+        s.ok(&[
+            "patch",
+            "hfs",
+            &format!("node-{i}"),
+            "-n",
+            "infra",
+            "--type",
+            "merge",
+            "-p",
+            &patch,
+        ]);
+        hfs(i)["metadata"]["generation"].as_i64()
+    };
+
+    let before = emu.counters();
+    for i in hung() {
+        emu.set_fault(i, Some(Fault::Hang));
+    }
+    let hung_at: Vec<Option<i64>> = hung().map(ask).collect();
+    s.wait("a read parked on every hung BMC", || {
+        let now = emu.counters();
+        hung().all(|i| now.system(i).get > before.system(i).get)
+    });
+    let healthy_at = ask(0);
+    s.wait("the healthy host's settings read again", || {
+        read_at(&hfs(0)) == Some((healthy_at, true))
+    });
+    for (i, generation) in hung().zip(&hung_at) {
+        let read = read_at(&hfs(i));
+        assert!(
+            read.is_some_and(|(g, _)| g != *generation),
+            "node-{i}'s hung read ended before the healthy host's read: {read:?}"
+        );
+    }
+
+    // The hung reads end at the BMC timeout, each with its own failure.
+    s.wait("each hung read failed on its own", || {
+        hung()
+            .zip(&hung_at)
+            .all(|(i, generation)| read_at(&hfs(i)) == Some((*generation, false)))
+    });
+    for i in hung() {
+        emu.set_fault(i, None);
+    }
+}

@@ -46,6 +46,8 @@ pub fn wait_for(
     let start = Instant::now();
     while start.elapsed() < limit {
         if check() {
+            // Where a VM test's time goes, in its output (shown with --nocapture or on failure).
+            eprintln!("{}: {what} after {:.0?}", vm.name, start.elapsed());
             return;
         }
         std::thread::sleep(Duration::from_millis(500));
