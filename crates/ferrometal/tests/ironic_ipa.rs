@@ -97,9 +97,12 @@ fn ironic_node(s: &Serve, ns: &str, name: &str) -> Value {
 }
 
 /// Registration, in-band inspection by IPA (the VM's real CPUs, RAM, disk and NIC), metadata
-/// cleaning, a missing image named in the provisioning error, then a qcow2 image with user data
-/// and network data written by IPA (`direct` deploy, the config drive Ironic builds) and booted
-/// from the disk, and deprovisioning (cleaning again) back to available; on a legacy-BIOS VM.
+/// cleaning, then a qcow2 image with user data and network data written by IPA (`direct`
+/// deploy, the config drive Ironic builds) and booted from the disk, deprovisioning (cleaning
+/// again) back to available, and a missing image named in the provisioning error; on a
+/// legacy-BIOS VM. The host is online from the start, as a host kept ready for a deploy: the
+/// agent that inspected and cleaned keeps running (Ironic's fast track), and the deploy uses it
+/// without booting the ramdisk again.
 #[test]
 fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
     let lab = Lab::up_provisioning(1, Firmware::Legacy, "default", "5G", 1, 2048);
@@ -110,7 +113,10 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
     let dir = tempfile::tempdir().unwrap();
     let s = serve_ironic(dir.path(), &lab, &files, &[]);
 
-    s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
+    let manifests = lab
+        .manifests()
+        .replace("  online: false\n", "  online: true\n");
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&manifests));
     wait_for(
         &s,
         &lab,
@@ -150,8 +156,8 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
         "{boot_nic}"
     );
 
-    // A missing image: the provisioning error names it (Ironic's validation of the image,
-    // through its last_error), and nothing boots.
+    // A qcow2 image with user data and network data: a static address on the boot NIC, which
+    // the image's first boot applies from the config drive Ironic wrote, beside the user data.
     let qcow2 = std::fs::read(&images.disk_qcow2).unwrap();
     let image = |url: &str| {
         format!(
@@ -167,36 +173,6 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
         "web-user-data",
         &format!("--from-literal=userData={user_data}"),
     ]);
-    let missing = files.url("missing.qcow2");
-    s.ok(&[
-        "patch",
-        "bmh",
-        &vm.name,
-        "--type",
-        "merge",
-        "-p",
-        &format!(
-            r#"{{"spec":{{"online":true,"userData":{{"name":"web-user-data"}},"image":{}}}}}"#,
-            image(&missing)
-        ),
-    ]);
-    wait_for(
-        &s,
-        &lab,
-        &vm,
-        "a provisioning error naming the image",
-        || {
-            let h = host(&s, &vm.name);
-            h["status"]["errorType"] == "provisioning error"
-                && h["status"]["errorMessage"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("missing.qcow2"))
-        },
-    );
-    assert!(!lab.console(&vm).contains(FIRSTBOOT));
-
-    // The image fixed, with network data as well: a static address on the boot NIC, which the
-    // image's first boot applies from the config drive Ironic wrote, beside the user data.
     let address = format!("{prov_net}.77");
     let network = format!(
         r#"{{"links":[{{"id":"prov","type":"phy","ethernet_mac_address":"{}"}}],"networks":[{{"id":"p","type":"ipv4","link":"prov","ip_address":"{address}","netmask":"255.255.255.0"}}],"services":[]}}"#,
@@ -217,7 +193,7 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
         "merge",
         "-p",
         &format!(
-            r#"{{"spec":{{"networkData":{{"name":"web-network-data"}},"image":{}}}}}"#,
+            r#"{{"spec":{{"userData":{{"name":"web-user-data"}},"networkData":{{"name":"web-network-data"}},"image":{}}}}}"#,
             image(&files.url("disk.qcow2"))
         ),
     ]);
@@ -255,6 +231,37 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
     });
     let node = ironic_node(&s, "default", &vm.name);
     assert_eq!(node["provision_state"], "available", "{node}");
+
+    // A missing image, on the host cleaned and ready again: the provisioning error names it
+    // (Ironic's validation of the image, through its last_error), and nothing boots.
+    let missing = files.url("missing.qcow2");
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        &format!(r#"{{"spec":{{"image":{}}}}}"#, image(&missing)),
+    ]);
+    wait_for(
+        &s,
+        &lab,
+        &vm,
+        "a provisioning error naming the image",
+        || {
+            let h = host(&s, &vm.name);
+            h["status"]["errorType"] == "provisioning error"
+                && h["status"]["errorMessage"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("missing.qcow2"))
+        },
+    );
+    assert_eq!(
+        lab.console(&vm).matches(FIRSTBOOT).count(),
+        1,
+        "booted again"
+    );
 }
 
 /// A tenant's HostClaim on a UEFI VM with two disks (Ironic builds the agent's ISO with the
