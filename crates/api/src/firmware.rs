@@ -200,6 +200,12 @@ pub struct HostUpdatePolicyStatus {
 /// settings or updates are valid, and differ from what the host has.
 pub const VALID: &str = "Valid";
 pub const CHANGE_DETECTED: &str = "ChangeDetected";
+/// ferrometal's condition on HostFirmwareSettings: whether the status holds the BMC's settings
+/// as read (False while they cannot be read, Unknown once the host changed its firmware and
+/// until they are read again).
+pub const SETTINGS_READ: &str = "ferrometal.io/SettingsRead";
+/// The reason of `SettingsRead=Unknown` after the host's firmware was updated.
+pub const FIRMWARE_UPDATED: &str = "FirmwareUpdated";
 
 /// A wanted setting as text, the way the BMC's values are kept in `status.settings`.
 pub fn wanted_text(value: &IntOrString) -> String {

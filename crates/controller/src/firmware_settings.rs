@@ -44,9 +44,8 @@ use crate::conditions::{self, set_condition};
 use crate::host_bmc::{self, ReadContext, ReadError, Reads, Taken};
 use crate::shared_watch::{Watched, changed_or_gone};
 
-pub use ferrometal_api::firmware::{CHANGE_DETECTED, VALID};
-/// ferrometal's condition: False while the BMC's settings cannot be read, with the reason.
-pub const READ: &str = "ferrometal.io/SettingsRead";
+use ferrometal_api::firmware::FIRMWARE_UPDATED;
+pub use ferrometal_api::firmware::{CHANGE_DETECTED, SETTINGS_READ as READ, VALID};
 const FIELD_MANAGER: &str = "ferrometal-controller";
 /// Marks the FirmwareSchemas this controller wrote: only those are ever deleted by it.
 pub const SCHEMA_LABEL: (&str, &str) = ("app.kubernetes.io/managed-by", "ferrometal");
@@ -178,6 +177,26 @@ pub fn decide_status(
     status
 }
 
+/// Marked by the host controller after it updated the host's firmware: to be read again.
+fn updated(conditions: &[ferrometal_api::Condition]) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == READ && c.status == "Unknown" && c.reason == FIRMWARE_UPDATED)
+}
+
+/// The host's firmware work is over and, if it is to be on, it is on again: the boot after a
+/// flash is what applies settings staged with it, so a read before it would show the old ones.
+/// (A host kept off is read as it is.)
+fn settled(host: &BareMetalHost) -> bool {
+    use ferrometal_api::{OperationalStatus, ProvisioningState};
+    let Some(st) = host.status.as_ref() else {
+        return false;
+    };
+    st.operational_status != OperationalStatus::Servicing
+        && st.provisioning.state != ProvisioningState::Preparing
+        && (!host.spec.online || st.powered_on)
+}
+
 /// The controller's context: what the read controllers share, and its reads in flight.
 pub struct SettingsContext {
     read: Arc<ReadContext>,
@@ -208,7 +227,8 @@ async fn reconcile(
                 conditions.unwrap_or_default(),
                 hfs.metadata.generation,
                 READ,
-            ) {
+            ) || (updated(conditions.unwrap_or_default()) && !settled(&host))
+            {
                 return Ok(Action::await_change());
             }
             return Ok(ctx

@@ -343,6 +343,11 @@ async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_e
     assert_eq!(h["status"]["updates"], h["spec"]["updates"]);
     assert_eq!(updates(), ["SimpleUpdate:Bios:bios-2.1.0.bin"]);
     assert!(host_events(&s, "node-0").contains(&"FirmwareUpdated".to_string()));
+    // The object the user wrote (with kubectl's client-side apply) is adopted by its host, its
+    // updates left as written (owning them would conflict with the user's field manager).
+    s.wait("the user's object owned by its host", || {
+        hfc()["metadata"]["ownerReferences"][0]["kind"] == "BareMetalHost"
+    });
 
     // An image the BMC refuses: a preparation error with the BMC's message; nothing else
     // changes, and the corrected URL goes through.
@@ -405,6 +410,19 @@ async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_e
         "nothing flashed before the reboot: {:?}",
         updates()
     );
+    // A setting staged on the BMC meanwhile, applied by the same reboot (as a flash may change
+    // settings): the host's HostFirmwareSettings, which asks for nothing and so is otherwise
+    // read only when made, is read again after the update.
+    let hfs = || s.json(&["get", "hfs", "node-0", "-n", "infra", "-o", "json"]);
+    assert_eq!(hfs()["status"]["settings"]["ProcTurboMode"], "Enabled");
+    let staged = reqwest::Client::new()
+        .patch(format!("{}/Bios/Settings", emu.system_url(0)))
+        .basic_auth("admin", Some("password"))
+        .json(&json!({"Attributes": {"ProcTurboMode": "Disabled"}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(staged.status().is_success());
     s.ok(&[
         "annotate",
         "bmh",
@@ -424,6 +442,11 @@ async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_e
         "externally provisioned"
     );
     assert_eq!(updates().len(), 4);
+    s.wait("the settings read again after the update", || {
+        let h = hfs();
+        h["status"]["settings"]["ProcTurboMode"] == "Disabled"
+            && condition(&h, "ferrometal.io/SettingsRead").is_some_and(|(c, _)| c == "True")
+    });
 }
 
 /// The volumes the emulator's controller has: (name, RAID type, drives).

@@ -4,8 +4,8 @@
 //! their status (the updates made, the image attached).
 
 use ferrometal_api::firmware::{
-    FirmwareUpdate, HostFirmwareComponents, HostFirmwareSettings, HostUpdatePolicy, VALID,
-    wanted_text,
+    FIRMWARE_UPDATED, FirmwareUpdate, HostFirmwareComponents, HostFirmwareSettings,
+    HostUpdatePolicy, SETTINGS_READ, VALID, wanted_text,
 };
 use ferrometal_api::media::DataImage;
 use ferrometal_api::{BareMetalHost, ProvisioningState};
@@ -92,11 +92,16 @@ pub fn data_image_work(host: &BareMetalHost, stores: &CompanionStores) -> Option
     })
 }
 
-/// The server-side apply that creates a host's firmware object of `kind`, empty, owned by the
-/// host; applied to one a user wrote first, it only adds the owner reference (the empty
-/// `spec` map it names takes none of the user's settings).
-fn owned_by_host(host: &BareMetalHost, kind: &str, spec: serde_json::Value) -> serde_json::Value {
-    serde_json::json!({
+/// The server-side apply that creates a host's firmware object of `kind`, with `spec` (empty),
+/// owned by the host; for one a user wrote first (`spec` None), it only adds the owner
+/// reference: naming even an empty list would claim the field the user's own manager holds
+/// (HostFirmwareComponents' `spec.updates`), and conflict.
+fn owned_by_host(
+    host: &BareMetalHost,
+    kind: &str,
+    spec: Option<serde_json::Value>,
+) -> serde_json::Value {
+    let mut object = serde_json::json!({
         "apiVersion": "metal3.io/v1alpha1",
         "kind": kind,
         "metadata": {
@@ -109,8 +114,11 @@ fn owned_by_host(host: &BareMetalHost, kind: &str, spec: serde_json::Value) -> s
                 "uid": host.uid().unwrap_or_default(),
             }],
         },
-        "spec": spec,
-    })
+    });
+    if let Some(spec) = spec {
+        object["spec"] = spec;
+    }
+    object
 }
 
 fn owns<K: ResourceExt>(object: Option<std::sync::Arc<K>>, host: &BareMetalHost) -> bool {
@@ -140,15 +148,15 @@ pub async fn ensure_firmware_objects(
     let ns = host.namespace().unwrap_or_default();
     let name = host.name_any();
     let params = PatchParams::apply(COMPANIONS_MANAGER);
-    if !owns(
-        stores.settings.get(&ObjectRef::new(&name).within(&ns)),
-        host,
-    ) {
+    let settings = stores.settings.get(&ObjectRef::new(&name).within(&ns));
+    if !owns(settings.clone(), host) {
         let api: Api<HostFirmwareSettings> = Api::namespaced(client.clone(), &ns);
         let object = owned_by_host(
             host,
             "HostFirmwareSettings",
-            serde_json::json!({"settings": {}}),
+            settings
+                .is_none()
+                .then(|| serde_json::json!({"settings": {}})),
         );
         api.patch(&name, &params, &Patch::Apply(&object)).await?;
     }
@@ -158,17 +166,15 @@ pub async fn ensure_firmware_objects(
         .as_ref()
         .and_then(|b| ferrometal_bmc::BmcAddress::parse(&b.address).ok())
         .is_some_and(|a| a.protocol() == ferrometal_bmc::Protocol::Redfish);
-    if redfish
-        && !owns(
-            stores.components.get(&ObjectRef::new(&name).within(&ns)),
-            host,
-        )
-    {
+    let components = stores.components.get(&ObjectRef::new(&name).within(&ns));
+    if redfish && !owns(components.clone(), host) {
         let api: Api<HostFirmwareComponents> = Api::namespaced(client.clone(), &ns);
         let object = owned_by_host(
             host,
             "HostFirmwareComponents",
-            serde_json::json!({"updates": []}),
+            components
+                .is_none()
+                .then(|| serde_json::json!({"updates": []})),
         );
         api.patch(&name, &params, &Patch::Apply(&object)).await?;
     }
@@ -277,8 +283,58 @@ pub async fn record_updates(
     ignore_not_found(
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await,
-    )
-    .map(drop)
+    )?;
+    settings_to_read_again(client, host).await
+}
+
+/// A flashed BIOS may have changed or reset settings: the host's HostFirmwareSettings is marked
+/// as not read (`SettingsRead` Unknown), which makes its controller read the BMC again even when
+/// it asks for nothing (such an object is otherwise read only when made or changed).
+async fn settings_to_read_again(
+    client: &kube::Client,
+    host: &BareMetalHost,
+) -> Result<(), kube::Error> {
+    let api: Api<HostFirmwareSettings> =
+        Api::namespaced(client.clone(), &host.namespace().unwrap_or_default());
+    let name = host.name_any();
+    // On the version just read, so a read written meanwhile (which may predate the update) is
+    // not taken for the one after it: on a conflict, look again.
+    for _ in 0..3 {
+        let Some(hfs) = api.get_opt(&name).await? else {
+            return Ok(());
+        };
+        let mut conditions = hfs
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let Some(read) = conditions.iter().find(|c| c.type_ == SETTINGS_READ) else {
+            // Never read yet: its first read comes anyway.
+            return Ok(());
+        };
+        let generation = read.observed_generation;
+        crate::conditions::set_condition(
+            &mut conditions,
+            SETTINGS_READ,
+            "Unknown",
+            FIRMWARE_UPDATED,
+            "the host's firmware was updated: its settings are read again",
+            &crate::conditions::now(),
+            generation,
+        );
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": hfs.resource_version() },
+            "status": { "conditions": conditions },
+        });
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            other => return ignore_not_found(other).map(drop),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
