@@ -584,17 +584,7 @@ fn owner_uids(obj: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_registered_host_gets_its_firmware_objects_and_they_go_with_it() {
-    use ferrometal_emulator::{Emulator, EmulatorConfig};
-    let emu = Emulator::start(
-        EmulatorConfig {
-            systems: 2,
-            power_delay: std::time::Duration::from_millis(100),
-            ..EmulatorConfig::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let emu = emulator(2).await;
     let dir = tempfile::tempdir().unwrap();
     let s = serve(
         dir.path(),
@@ -717,19 +707,10 @@ async fn each_registered_host_gets_its_firmware_objects_and_they_go_with_it() {
 /// queued until the first hung ones timed out and recorded their failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_bmcs_do_not_hold_up_other_hosts_firmware_reads() {
-    use ferrometal_emulator::{Emulator, EmulatorConfig, Fault};
+    use ferrometal_emulator::Fault;
     // Six hung BMCs: more than the controller's four workers.
     let hung = || 1..=6_usize;
-    let emu = Emulator::start(
-        EmulatorConfig {
-            systems: 7,
-            power_delay: std::time::Duration::from_millis(100),
-            ..EmulatorConfig::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let emu = emulator(7).await;
     let dir = tempfile::tempdir().unwrap();
     // No power polls: once registered, only the firmware reads reach the BMCs. A hung read
     // ends at the BMC timeout, long enough that the healthy host's read comes well before.

@@ -65,23 +65,34 @@ pub async fn lab(
     .await
 }
 
-/// [`lab`] with the emulator's configuration (one system, 100 ms power changes, over it).
-pub async fn lab_with(
+/// The built-in emulator with `systems` systems whose power changes take 100 ms, on a free port.
+pub async fn emulator(systems: usize) -> ferrometal_emulator::Emulator {
+    emulator_with(ferrometal_emulator::EmulatorConfig::default(), systems).await
+}
+
+async fn emulator_with(
     config: ferrometal_emulator::EmulatorConfig,
-    host_spec: &str,
-    objects: &str,
-) -> (ferrometal_emulator::Emulator, tempfile::TempDir, Serve) {
-    use ferrometal_emulator::{Emulator, EmulatorConfig};
-    let emu = Emulator::start(
-        EmulatorConfig {
-            systems: 1,
+    systems: usize,
+) -> ferrometal_emulator::Emulator {
+    ferrometal_emulator::Emulator::start(
+        ferrometal_emulator::EmulatorConfig {
+            systems,
             power_delay: std::time::Duration::from_millis(100),
             ..config
         },
         "127.0.0.1:0".parse().unwrap(),
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+/// [`lab`] with the emulator's configuration (one system, 100 ms power changes, over it).
+pub async fn lab_with(
+    config: ferrometal_emulator::EmulatorConfig,
+    host_spec: &str,
+    objects: &str,
+) -> (ferrometal_emulator::Emulator, tempfile::TempDir, Serve) {
+    let emu = emulator_with(config, 1).await;
     let dir = tempfile::tempdir().unwrap();
     let s = serve(dir.path(), free_port(), &["--power-poll-interval", "2"]);
     let address = emu
