@@ -65,7 +65,7 @@ pub struct ReadContext {
     pub secrets: Arc<SecretCache>,
     /// The hosts this process runs.
     pub hosts: kube::runtime::reflector::Store<BareMetalHost>,
-    /// Each BMC request's.
+    /// The timeout of each BMC request.
     pub timeout: Duration,
 }
 
