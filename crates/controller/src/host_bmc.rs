@@ -183,11 +183,6 @@ where
         );
         Action::requeue(READ_BACKSTOP)
     }
-
-    /// Reads running now.
-    pub fn running(&self) -> usize {
-        self.detached.running()
-    }
 }
 
 /// The object of kind `K` named as `object`, in its namespace (how metal3 names a host's

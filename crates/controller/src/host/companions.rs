@@ -283,14 +283,14 @@ pub async fn record_updates(
     ignore_not_found(
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await,
-    )?;
-    settings_to_read_again(client, host).await
+    )
+    .map(drop)
 }
 
 /// A flashed BIOS may have changed or reset settings: the host's HostFirmwareSettings is marked
 /// as not read (`SettingsRead` Unknown), which makes its controller read the BMC again even when
 /// it asks for nothing (such an object is otherwise read only when made or changed).
-async fn settings_to_read_again(
+pub async fn settings_to_read_again(
     client: &kube::Client,
     host: &BareMetalHost,
 ) -> Result<(), kube::Error> {

@@ -24,6 +24,7 @@ use super::boot_media;
 use super::chain::{Chain, Next, Resume};
 use super::companions::{
     data_image_work, ensure_firmware_objects, firmware_work, record_data_image, record_updates,
+    settings_to_read_again,
 };
 use super::context::HostContext;
 use super::decide::{Call, Decision, FinalizerChange, MemoChange, Outcome};
@@ -582,6 +583,7 @@ async fn apply(
     // After the memo, which keeps the updates from being made again while this is retried.
     if !d.updates_done.is_empty() {
         record_updates(&ctx.client, host, &ctx.firmware, &d.updates_done).await?;
+        settings_to_read_again(&ctx.client, host).await?;
     }
     if let Some(result) = &d.data_image {
         record_data_image(&ctx.client, host, &ctx.firmware, result).await?;
