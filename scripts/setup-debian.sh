@@ -4,7 +4,8 @@
 # compiler (libFuzzer, and the C of aws-lc-rs and mimalloc, all built at compile time), and for
 # the deploy agent's media and its tests xorriso (boot ISOs, config drives), cpio and sgdisk;
 # for Ironic's ISOs genisoimage and isolinux; the web console's browser tests headless
-# Chromium and its WebDriver.
+# Chromium and its WebDriver; libvirt's headers (the build links libvirt for the libvirt
+# HostClass provider).
 set -euo pipefail
 need=()
 command -v ipmi_sim >/dev/null || need+=(openipmi)
@@ -28,6 +29,9 @@ command -v openssl >/dev/null || need+=(openssl)
 # libFuzzer (fuzz/, through libfuzzer-sys) is C++ and aws-lc-rs and mimalloc are C, built at
 # compile time; g++ brings gcc.
 command -v c++ >/dev/null || need+=(g++)
+# The libvirt host-class provider links libvirt (pkg-config finds it at build time).
+command -v pkg-config >/dev/null || need+=(pkg-config)
+[ -f /usr/include/libvirt/libvirt.h ] || need+=(libvirt-dev)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq

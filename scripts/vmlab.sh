@@ -715,6 +715,23 @@ cmd_down() {
         esac
       done
     done <"$STATE/vms.tsv"
+    # VMs that ferrometal made in the lab for HostClaims of a libvirt HostClass whose name
+    # prefix is the lab's (LAB_PREFIX-claim-): they go with the lab, whatever became of serve.
+    local d
+    for d in $(vsh list --all --name 2>/dev/null | grep "^$LAB_PREFIX-claim-" || true); do
+      vsh destroy "$d" >/dev/null 2>&1 || true
+      vsh undefine --nvram "$d" >/dev/null 2>&1 || vsh undefine "$d" >/dev/null 2>&1 || true
+      if [ -f "/var/log/libvirt/qemu/$d.log" ]; then
+        mkdir -p "$STATE/console"
+        cat "/var/log/libvirt/qemu/$d.log"* >"$STATE/console/$d.qemu.log" 2>/dev/null
+        rm -f "/var/log/libvirt/qemu/$d.log"*
+      fi
+    done
+    for vol in $vols; do
+      case "$vol" in
+        "$LAB_PREFIX"-claim-*) vsh vol-delete --pool "$POOL" "$vol" >/dev/null || say "could not delete volume $vol" ;;
+      esac
+    done
   fi
   if [ -n "$pid" ]; then
     local i

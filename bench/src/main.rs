@@ -13,6 +13,7 @@ mod console;
 mod crash;
 mod deploy;
 mod emucap;
+mod hybrid;
 mod isolation;
 mod jobs;
 mod pivot;
@@ -199,6 +200,17 @@ enum Scenario {
         #[arg(long, default_value_t = 1800)]
         timeout: u64,
     },
+    /// HostClaims over bare metal and VMs side by side (needs root): N claims served by lab
+    /// VMs behind sushy-tools through the deploy agent, N by a libvirt HostClass, one image:
+    /// apply -> OS booted and delete -> released, per kind.
+    Hybrid {
+        #[arg(long, default_value_t = 2)]
+        vms: usize,
+        #[arg(long, default_value_t = 64)]
+        image_mib: u64,
+        #[arg(long, default_value_t = 1800)]
+        timeout: u64,
+    },
     /// The web console with a large fleet in headless Chromium: first paint, update latency.
     Console {
         #[arg(long, default_value_t = 10000)]
@@ -363,6 +375,20 @@ async fn main() -> std::process::ExitCode {
                 concurrency: fleet.concurrency,
                 timeout: fleet.timeout,
                 serve_args: fleet.serve_args,
+                ferrometal: cli.ferrometal,
+                keep: cli.keep,
+            })
+            .await
+        }
+        Scenario::Hybrid {
+            vms,
+            image_mib,
+            timeout,
+        } => {
+            hybrid::run(hybrid::Opts {
+                vms: vms.max(1),
+                image_mib,
+                timeout,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,
             })

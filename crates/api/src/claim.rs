@@ -75,6 +75,18 @@ pub mod conditions {
     pub const REMOTE_KUBECONFIG_INVALID: &str = "RemoteKubeconfigInvalid";
     pub const REMOTE_REFUSED: &str = "RemoteClusterRefused";
     pub const REMOTE_CLAIM_CONFLICT: &str = "RemoteClaimConflict";
+
+    /// Claims of a HostClass whose provider is not bare metal (see `host_class`).
+    pub const VIRTUAL_MACHINE_ASSOCIATED: &str = "VirtualMachineAssociated";
+    pub const HOST_CLASS_NOT_FOUND: &str = "HostClassNotFound";
+    pub const HOST_CLASS_INVALID: &str = "HostClassInvalid";
+    pub const HYPERVISOR_UNREACHABLE: &str = "HypervisorUnreachable";
+    pub const INVALID_REQUEST: &str = "InvalidRequest";
+    pub const NO_IMAGE: &str = "NoImage";
+    pub const PROVISIONING: &str = "Provisioning";
+    pub const PROVISIONING_FAILED: &str = "ProvisioningFailed";
+    pub const DEPROVISIONING: &str = "Deprovisioning";
+    pub const VIRTUAL_MACHINE_PROVISIONED: &str = "VirtualMachineProvisioned";
 }
 
 /// A workload asking for one bare-metal server.

@@ -8,6 +8,7 @@ pub mod claim;
 pub mod firmware;
 pub mod hardware;
 pub mod host;
+pub mod host_class;
 pub mod host_config;
 pub mod job;
 pub mod media;
@@ -33,6 +34,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         HardwareData::crd(),
         HostClaim::crd(),
         HostDeployPolicy::crd(),
+        host_class::HostClass::crd(),
         job::BMCJob::crd(),
         rufio::Machine::crd(),
         rufio::Job::crd(),

@@ -68,6 +68,7 @@ pub mod remote_servers;
 pub mod rufio;
 pub mod secrets;
 pub mod shared_watch;
+pub mod vm_pass;
 
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};

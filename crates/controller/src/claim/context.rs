@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use ferrometal_api::host_class::HostClass;
 use ferrometal_api::{BareMetalHost, HardwareData, HostClaim, HostDeployPolicy};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
@@ -13,7 +14,9 @@ use kube::api::Api;
 use kube::runtime::reflector::Store;
 
 use crate::config::ControllerConfig;
+use crate::detached::Detached;
 use crate::events::EventPublisher;
+use crate::vm_pass::Outcome;
 
 pub struct ClaimContext {
     pub client: kube::Client,
@@ -27,8 +30,14 @@ pub struct ClaimContext {
     pub hardware: Store<HardwareData>,
     /// Hosts bound by this process whose binding the host cache may not show yet.
     pub(super) pending: Mutex<HashMap<String, Pending>>,
-    /// The one-shot forward token last written to each claim's host.
+    /// The one-shot forward token last written to each claim's host (or VM).
     pub(super) forwarded: Mutex<HashMap<String, String>>,
+    /// HostClasses: which provider serves a claim.
+    pub classes: Store<HostClass>,
+    /// Passes over claims' VMs running off the workers.
+    pub(super) vms: Detached<HostClaim, Outcome>,
+    /// What the last pass over each claim's VM found, and when.
+    pub(super) vm_seen: Mutex<HashMap<String, (Outcome, Instant)>>,
 }
 
 /// (host namespace, host name) bound, and when.

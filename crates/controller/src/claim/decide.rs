@@ -309,7 +309,30 @@ pub fn status(input: StatusInput<'_>) -> ferrometal_api::HostClaimStatus {
     if let Some(msg) = input.deleting {
         conds[0] = condition(c::ASSOCIATED, false, c::HOST_CLAIM_DELETING, msg);
     }
-    // Ready summarises the others, as metal3's summary condition does.
+    finish_status(
+        claim,
+        conds,
+        servicing,
+        bare_metal_host,
+        input.hardware_data,
+        powered_on,
+        input.now,
+    )
+}
+
+/// The status from its three conditions (Associated, Synchronized, Provisioned): Ready
+/// summarising them, as metal3's summary condition does, and transition times kept where a
+/// condition's status did not change. Shared by every provider.
+pub fn finish_status(
+    claim: &HostClaim,
+    mut conds: Vec<Condition>,
+    servicing: bool,
+    bare_metal_host: Option<NamespacedRef>,
+    hardware_data: Option<NamespacedRef>,
+    powered_on: bool,
+    now: &str,
+) -> ferrometal_api::HostClaimStatus {
+    let old = claim.status.clone().unwrap_or_default();
     let first_false = conds.iter().find(|c| c.status != "True").cloned();
     let all_three = conds.len() == 3;
     conds.push(match first_false {
@@ -327,7 +350,7 @@ pub fn status(input: StatusInput<'_>) -> ferrometal_api::HostClaimStatus {
         let prev = old.condition(&cond.type_);
         cond.last_transition_time = match prev {
             Some(p) if p.status == cond.status => p.last_transition_time.clone(),
-            _ => Some(input.now.to_string()),
+            _ => Some(now.to_string()),
         };
         cond.observed_generation = claim.metadata.generation;
     }
@@ -335,11 +358,11 @@ pub fn status(input: StatusInput<'_>) -> ferrometal_api::HostClaimStatus {
         last_updated: old.last_updated.clone(),
         conditions: conds,
         bare_metal_host,
-        hardware_data: input.hardware_data,
+        hardware_data,
         powered_on,
     };
     if st != old {
-        st.last_updated = Some(input.now.to_string());
+        st.last_updated = Some(now.to_string());
     }
     st
 }

@@ -1,5 +1,5 @@
-//! The HostClaim reconciler: read → decide (pure: [`select`], [`decide`]) → apply
-//! ([`reconcile`]).
+//! The HostClaim reconciler: read → decide (pure: [`select`], [`decide`], [`vm::status`]) →
+//! apply ([`reconcile`], through the claim's provider: bare metal or a libvirt VM).
 //!
 //! A claim binds one available host its namespace may use (HostDeployPolicy), copies its data
 //! Secrets next to the host, drives the host's image, power, reboots and operations, reports
@@ -7,21 +7,25 @@
 //! is deleted. Every wake-up is watch-driven: hosts, policies, namespaces, Secrets and
 //! HardwareData map to the claims they concern.
 
+mod bare_metal;
 mod bind;
 pub mod context;
 mod copies;
 pub mod decide;
 mod host_error;
+mod provider;
 pub mod reconcile;
 mod release;
 pub mod select;
 mod status;
+pub mod vm;
 
 pub use context::ClaimContext;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use ferrometal_api::host_class::{HOST_CLASS, HostClass};
 use ferrometal_api::{BareMetalHost, HardwareData, HostClaim, HostDeployPolicy};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -108,6 +112,13 @@ pub async fn run(
         .reflect(ns_writer)
         .touched_objects();
 
+    // HostClasses: which provider serves a claim; a class that changes wakes its claims.
+    let (classes, class_writer) = reflector::store();
+    let class_stream = watcher(Api::<HostClass>::all(client.clone()), Default::default())
+        .default_backoff()
+        .reflect(class_writer)
+        .touched_objects();
+    let (vms, vm_woken) = crate::detached::Detached::new();
     let ctx = Arc::new(ClaimContext {
         events: EventPublisher::new(client.clone(), config.reporter.clone()),
         client,
@@ -119,8 +130,12 @@ pub async fn run(
         hardware,
         pending: Mutex::default(),
         forwarded: Mutex::default(),
+        classes,
+        vms,
+        vm_seen: Mutex::default(),
     });
-    let (c1, c2, c3, c4) = (
+    let (c1, c2, c3, c4, c5) = (
+        claims.clone(),
         claims.clone(),
         claims.clone(),
         claims.clone(),
@@ -168,6 +183,22 @@ pub async fn run(
                 .map(|(ns, name)| vec![claim_ref(&ns, &name)])
                 .unwrap_or_default()
         })
+        .watches_stream(class_stream, move |class: HostClass| {
+            let name = class.name_any();
+            c5.state()
+                .iter()
+                .filter(|c| {
+                    c.annotations().get(HOST_CLASS) == Some(&name)
+                        || (!c.annotations().contains_key(HOST_CLASS)
+                            && c.status.as_ref().is_none_or(|s| s.bare_metal_host.is_none()))
+                })
+                .map(|c| ObjectRef::from_obj(c.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        // A pass over a claim's VM ended.
+        .reconcile_on(futures::stream::unfold(vm_woken, |mut rx| async move {
+            rx.recv().await.map(|object| (object, rx))
+        }))
         .with_config(Config::default().concurrency(config.concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)

@@ -103,6 +103,13 @@ pub(super) async fn release(claim: &HostClaim, ctx: &ClaimContext) -> Result<Act
     {
         delete_copies(claim, &r.namespace, &r.name, &[], ctx).await?;
     }
+    let_go(claim, ctx).await
+}
+
+/// Nothing of the claim is left anywhere: its finalizer goes, and with it the claim.
+pub(super) async fn let_go(claim: &HostClaim, ctx: &ClaimContext) -> Result<Action, Error> {
+    let k = key(claim);
+    let name = claim.name_any();
     let finalizers: Vec<_> = claim
         .finalizers()
         .iter()

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ferrometal_api::HostClaim;
+use ferrometal_api::{HostClaim, HostClaimStatus};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -19,8 +19,19 @@ pub(super) async fn write_status(
     input: StatusInput<'_>,
     requeue: Duration,
 ) -> Result<Action, Error> {
-    let old = claim.status.clone().unwrap_or_default();
     let new = decide::status(input);
+    write_new(claim, ctx, new).await?;
+    Ok(Action::requeue(requeue))
+}
+
+/// Writes `new` as the claim's status when it differs (with Events for the conditions that
+/// changed). Every provider's status goes through here.
+pub(super) async fn write_new(
+    claim: &HostClaim,
+    ctx: &ClaimContext,
+    new: HostClaimStatus,
+) -> Result<(), Error> {
+    let old = claim.status.clone().unwrap_or_default();
     if new != old {
         announce(claim, &old, &new, &ctx.events).await;
         // A merge patch: fields the new status leaves out must be cleared explicitly.
@@ -41,9 +52,10 @@ pub(super) async fn write_status(
             .await
         {
             Ok(_) => {}
-            Err(e) if not_found(&e) => return Ok(Action::await_change()),
+            // Deleted meanwhile: nothing to report to.
+            Err(e) if not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Action::requeue(requeue))
+    Ok(())
 }

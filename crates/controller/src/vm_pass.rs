@@ -1,0 +1,292 @@
+//! One pass of bringing a HostClaim's VM (libvirt HostClass) in line, run off the claim
+//! controller's workers: observe the domain, then create it (image downloaded and checked,
+//! config drive written, volumes uploaded, domain defined), power it, reset it or remove it,
+//! and observe again.
+//!
+//! Every step can be cut off (serve killed) and done again: the names come from the claim's
+//! uid, a volume left half-written is replaced, and the domain is defined last, so a claim
+//! whose domain exists has its disks.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ferrometal_agent::checksum::{Algorithm, digest_from_file};
+use ferrometal_libvirt::{DomainSpec, Hypervisor, Names, Power};
+use tokio::io::AsyncWriteExt;
+
+/// What the claim wants of its VM, with everything the job needs (no client, no cache).
+#[derive(Clone, Debug)]
+pub struct Want {
+    pub uri: String,
+    pub names: Names,
+    pub pool: String,
+    /// The domain as it is to be defined (its disk format is the image's).
+    pub domain: DomainSpec,
+    pub image: Option<ImageWant>,
+    pub config_drive: Option<ConfigDrive>,
+    pub disk_bytes: u64,
+    pub power_on: bool,
+    /// A one-shot reset (metal3's reboot annotation) is due.
+    pub reset: bool,
+    /// Take the VM down (image removed, or the claim deleted).
+    pub remove: bool,
+    /// Where downloads and the config drive are staged.
+    pub work: PathBuf,
+}
+
+#[derive(Clone, Debug)]
+pub struct ImageWant {
+    pub url: String,
+    pub checksum: Option<String>,
+    pub checksum_type: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct ConfigDrive {
+    pub meta_data: serde_json::Value,
+    pub user_data: Option<String>,
+    pub network_data: Option<serde_json::Value>,
+}
+
+/// What a pass found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// The libvirt host did not answer.
+    Unreachable,
+    /// The domain's power after the pass (`None`: no domain); `reset` when one was done; its
+    /// NICs' MACs.
+    Seen {
+        power: Option<Power>,
+        reset: bool,
+        macs: Vec<String>,
+    },
+    /// A step failed: a message for the tenant (no infrastructure names), and the power seen.
+    Failed {
+        tenant: String,
+        power: Option<Power>,
+    },
+}
+
+/// Runs a blocking libvirt call on a blocking thread, bounded: a libvirt host that hangs
+/// leaves the thread behind, never the claim.
+async fn libvirt<T: Send + 'static>(
+    uri: &str,
+    limit: Duration,
+    f: impl FnOnce(&Hypervisor) -> Result<T, ferrometal_libvirt::Error> + Send + 'static,
+) -> Result<T, ferrometal_libvirt::Error> {
+    let uri = uri.to_string();
+    let call = tokio::task::spawn_blocking(move || {
+        let hv = Hypervisor::connect(&uri)?;
+        f(&hv)
+    });
+    match tokio::time::timeout(limit, call).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(ferrometal_libvirt::Error::Io(format!(
+            "libvirt call ended: {e}"
+        ))),
+        Err(_) => Err(ferrometal_libvirt::Error::Unreachable(format!(
+            "no answer in {} s",
+            limit.as_secs()
+        ))),
+    }
+}
+
+const CALL: Duration = Duration::from_secs(30);
+/// Uploading a disk image through libvirt's stream.
+const UPLOAD: Duration = Duration::from_secs(1800);
+
+pub async fn converge(want: Want, claim: String) -> Outcome {
+    let name = want.names.domain.clone();
+    let seen = {
+        let name = name.clone();
+        libvirt(&want.uri, CALL, move |hv| hv.power(&name)).await
+    };
+    let seen = match seen {
+        Ok(p) => p,
+        Err(e) => return failed(&claim, "observing the virtual machine", e, None),
+    };
+    if want.remove {
+        let (names, pool) = (want.names.clone(), want.pool.clone());
+        return match libvirt(&want.uri, CALL, move |hv| {
+            hv.remove(&names, &pool)?;
+            hv.anything_left(&names, &pool)
+        })
+        .await
+        {
+            Ok(false) => Outcome::Seen {
+                power: None,
+                reset: false,
+                macs: Vec::new(),
+            },
+            Ok(true) => Outcome::Failed {
+                tenant: "the virtual machine could not be removed completely; retrying".into(),
+                power: seen,
+            },
+            Err(e) => failed(&claim, "removing the virtual machine", e, seen),
+        };
+    }
+    if seen.is_none() {
+        let Some(image) = want.image.clone() else {
+            return Outcome::Seen {
+                power: None,
+                reset: false,
+                macs: Vec::new(),
+            };
+        };
+        if let Err(o) = create(&want, &image, &claim).await {
+            return o;
+        }
+    }
+    let reset = want.reset;
+    let power = {
+        let name = name.clone();
+        let on = want.power_on;
+        libvirt(&want.uri, CALL, move |hv| {
+            if reset {
+                hv.reset(&name)?;
+            } else if on {
+                hv.power_on(&name)?;
+            } else {
+                hv.power_off(&name)?;
+            }
+            Ok((hv.power(&name)?, hv.macs(&name)?))
+        })
+        .await
+    };
+    match power {
+        Ok((power, macs)) => Outcome::Seen { power, reset, macs },
+        Err(e) => failed(&claim, "powering the virtual machine", e, seen),
+    }
+}
+
+/// The tenant reads only that a step failed; the log says why, for the infrastructure team.
+fn failed(claim: &str, what: &str, e: ferrometal_libvirt::Error, power: Option<Power>) -> Outcome {
+    tracing::warn!(claim, error = %e, "{what} failed");
+    match e {
+        ferrometal_libvirt::Error::Unreachable(_) => Outcome::Unreachable,
+        _ => Outcome::Failed {
+            tenant: format!("{what} failed; retrying (the controller's log says why)"),
+            power,
+        },
+    }
+}
+
+async fn create(want: &Want, image: &ImageWant, claim: &str) -> Result<(), Outcome> {
+    let fail = |tenant: String| Outcome::Failed {
+        tenant,
+        power: None,
+    };
+    let _ = tokio::fs::remove_dir_all(&want.work).await;
+    tokio::fs::create_dir_all(&want.work)
+        .await
+        .map_err(|e| fail(format!("staging the image failed: {e}")))?;
+    let result = async {
+        let disk = want.work.join("disk");
+        download(image, &disk).await.map_err(fail)?;
+        let config = match &want.config_drive {
+            Some(cd) => {
+                let bytes = ferrometal_provisioner::agent::media::config_drive(
+                    &want.work,
+                    &cd.meta_data,
+                    cd.user_data.as_deref(),
+                    cd.network_data.as_ref(),
+                )
+                .await
+                .map_err(|e| {
+                    tracing::warn!(claim, error = %e, "writing the config drive failed");
+                    fail("writing the config drive failed; retrying".into())
+                })?;
+                let path = want.work.join("config-2.iso");
+                tokio::fs::write(&path, bytes)
+                    .await
+                    .map_err(|e| fail(format!("staging the config drive failed: {e}")))?;
+                Some(path)
+            }
+            None => None,
+        };
+        let (names, pool, domain, size) = (
+            want.names.clone(),
+            want.pool.clone(),
+            want.domain.clone(),
+            want.disk_bytes,
+        );
+        let format = domain.disk_format.clone();
+        libvirt(&want.uri, UPLOAD, move |hv| {
+            hv.upload_volume(&pool, &names.disk, &format, &disk, size)?;
+            if let Some(cfg) = &config {
+                hv.upload_volume(&pool, &names.config, "raw", cfg, 0)?;
+            }
+            // Last: a defined domain means its volumes are complete.
+            hv.define(&domain)
+        })
+        .await
+        .map_err(|e| failed(claim, "creating the virtual machine", e, None))
+    }
+    .await;
+    let _ = tokio::fs::remove_dir_all(&want.work).await;
+    result
+}
+
+/// Downloads the image to `to`, checking its checksum as it streams. Errors are for the
+/// tenant: they name only the claim's own image URL.
+async fn download(image: &ImageWant, to: &Path) -> Result<(), String> {
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(20))
+        .build()
+        .map_err(|e| format!("downloading the image: {e}"))?;
+    let expected = match image.checksum.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(c) if c.starts_with("http://") || c.starts_with("https://") => {
+            let text = client
+                .get(c)
+                .send()
+                .await
+                .and_then(reqwest::Response::error_for_status)
+                .map_err(|e| format!("downloading the image's checksum file {c}: {e}"))?
+                .text()
+                .await
+                .map_err(|e| format!("downloading the image's checksum file {c}: {e}"))?;
+            Some(digest_from_file(&text, &image.url)?)
+        }
+        Some(c) => Some(c.to_ascii_lowercase()),
+    };
+    let algorithm = match &expected {
+        Some(d) => Some(Algorithm::parse(&image.checksum_type, d)?),
+        None => None,
+    };
+    let mut resp = client
+        .get(&image.url)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| format!("downloading the image {}: {e}", image.url))?;
+    let mut file = tokio::fs::File::create(to)
+        .await
+        .map_err(|e| format!("staging the image: {e}"))?;
+    let mut hasher = algorithm.map(Algorithm::hasher);
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| format!("downloading the image {}: {e}", image.url))?
+    {
+        if let Some(h) = hasher.as_mut() {
+            h.update(&chunk);
+        }
+        file.write_all(&chunk)
+            .await
+            .map_err(|e| format!("staging the image: {e}"))?;
+    }
+    file.flush()
+        .await
+        .map_err(|e| format!("staging the image: {e}"))?;
+    if let (Some(h), Some(want)) = (hasher, expected) {
+        let got = h.finish();
+        if got != want {
+            return Err(format!(
+                "the image {} has checksum {got}, not {want} as spec.image.checksum says",
+                image.url
+            ));
+        }
+    }
+    Ok(())
+}
