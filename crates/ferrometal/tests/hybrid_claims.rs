@@ -93,10 +93,46 @@ fn sha256_hex(data: &[u8]) -> String {
         .to_string()
 }
 
-fn class_yaml(name: &str, secret: &str, prefix: &str, console_dir: &str) -> String {
+fn class_yaml(
+    name: &str,
+    secret: &str,
+    prefix: &str,
+    console_dir: &str,
+    boot_mode: &str,
+) -> String {
     format!(
-        "apiVersion: ferrometal.io/v1alpha1\nkind: HostClass\nmetadata: {{name: {name}}}\nspec:\n  provider: libvirt\n  libvirt:\n    connectionSecretRef: {{namespace: infra, name: {secret}}}\n    domainType: qemu\n    cpus: 1\n    maxCpus: 2\n    memoryMib: 512\n    maxMemoryMib: 1024\n    diskGib: 3\n    namePrefix: {prefix}\n    consoleLogDir: {console_dir}\n"
+        "apiVersion: ferrometal.io/v1alpha1\nkind: HostClass\nmetadata: {{name: {name}}}\nspec:\n  provider: libvirt\n  libvirt:\n    connectionSecretRef: {{namespace: infra, name: {secret}}}\n    domainType: qemu\n    bootMode: {boot_mode}\n    cpus: 1\n    maxCpus: 2\n    memoryMib: 512\n    maxMemoryMib: 1024\n    diskGib: 3\n    namePrefix: {prefix}\n    consoleLogDir: {console_dir}\n"
     )
+}
+
+/// The class `lab-vms` on the lab's libvirt (`uri` in Secret infra/lab-libvirt): VMs named
+/// into the lab (`<lab prefix>-claim-…`, so they go with the lab however the test ends),
+/// consoles logged beside the lab's; `boot_mode` `legacy` or `UEFI`. Returns the name prefix
+/// and the console directory.
+fn lab_class(s: &Serve, lab: &Lab, uri: &str, boot_mode: &str) -> (String, PathBuf) {
+    let prefix = format!("{}-claim-", lab.summary.prefix);
+    let console_dir = lab.state.path().join("console");
+    std::fs::create_dir_all(&console_dir).unwrap();
+    s.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "-n",
+        "infra",
+        "lab-libvirt",
+        &format!("--from-literal=uri={uri}"),
+    ]);
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        Some(&class_yaml(
+            "lab-vms",
+            "lab-libvirt",
+            &prefix,
+            console_dir.to_str().unwrap(),
+            boot_mode,
+        )),
+    );
+    (prefix, console_dir)
 }
 
 /// A claim on `class` for the image at `url` (its SHA-256 `sum`), with user data `<name>-ud`.
@@ -138,29 +174,7 @@ fn one_claim_api_serves_vms_and_bare_metal_side_by_side() {
     s.lend("infra", "tenant-a");
     let alice = s.tenant("alice", "tenant-a");
 
-    // The class: the lab's libvirt, VMs named into the lab (they go with it however the test
-    // ends), consoles logged beside the lab's.
-    let prefix = format!("{}-claim-", lab.summary.prefix);
-    let console_dir = lab.state.path().join("console");
-    std::fs::create_dir_all(&console_dir).unwrap();
-    s.ok(&[
-        "create",
-        "secret",
-        "generic",
-        "-n",
-        "infra",
-        "lab-libvirt",
-        "--from-literal=uri=qemu:///system",
-    ]);
-    s.kubectl_stdin(
-        &["apply", "-f", "-"],
-        Some(&class_yaml(
-            "lab-vms",
-            "lab-libvirt",
-            &prefix,
-            console_dir.to_str().unwrap(),
-        )),
-    );
+    let (prefix, console_dir) = lab_class(&s, &lab, "qemu:///system", "legacy");
     // The tenant reads classes, and writes none.
     let o = s.kubectl_with(&alice, &["get", "hostclasses"], None);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -412,8 +426,9 @@ fn one_claim_api_serves_vms_and_bare_metal_side_by_side() {
     });
 }
 
-/// A class whose libvirt cannot be reached: the claim says so, and gets its VM once the
-/// class's connection is mended. A claim naming no existing class is told so.
+/// A class whose libvirt cannot be reached: the claim says so, and gets its VM (UEFI, without
+/// Secure Boot) once the class's connection is mended. A claim naming no existing class is
+/// told so.
 #[test]
 fn a_claim_waits_for_an_unreachable_class_and_binds_when_it_is_back() {
     let lab = Lab::up(1, Firmware::Legacy, "infra");
@@ -424,31 +439,13 @@ fn a_claim_waits_for_an_unreachable_class_and_binds_when_it_is_back() {
     s.ok(&["create", "namespace", "infra"]);
     s.ok(&["create", "namespace", "tenant-a"]);
     let alice = s.tenant("alice", "tenant-a");
-    let prefix = format!("{}-claim-", lab.summary.prefix);
-    let console_dir = lab.state.path().join("console");
-    std::fs::create_dir_all(&console_dir).unwrap();
     // A socket nobody listens on.
     let nowhere = dir.path().join("no-libvirt.sock");
-    s.ok(&[
-        "create",
-        "secret",
-        "generic",
-        "-n",
-        "infra",
-        "lab-libvirt",
-        &format!(
-            "--from-literal=uri=qemu:///system?socket={}",
-            nowhere.display()
-        ),
-    ]);
-    s.kubectl_stdin(
-        &["apply", "-f", "-"],
-        Some(&class_yaml(
-            "lab-vms",
-            "lab-libvirt",
-            &prefix,
-            console_dir.to_str().unwrap(),
-        )),
+    let (prefix, console_dir) = lab_class(
+        &s,
+        &lab,
+        &format!("qemu:///system?socket={}", nowhere.display()),
+        "UEFI",
     );
     let o = s.kubectl_with(
         &alice,
@@ -549,27 +546,7 @@ fn a_vm_claim_completes_after_serve_is_killed_mid_creation() {
     let mut s = serve(dir.path(), port, &["--error-backoff", "2"]);
     s.ok(&["create", "namespace", "infra"]);
     s.ok(&["create", "namespace", "tenant-a"]);
-    let prefix = format!("{}-claim-", lab.summary.prefix);
-    let console_dir = lab.state.path().join("console");
-    std::fs::create_dir_all(&console_dir).unwrap();
-    s.ok(&[
-        "create",
-        "secret",
-        "generic",
-        "-n",
-        "infra",
-        "lab-libvirt",
-        "--from-literal=uri=qemu:///system",
-    ]);
-    s.kubectl_stdin(
-        &["apply", "-f", "-"],
-        Some(&class_yaml(
-            "lab-vms",
-            "lab-libvirt",
-            &prefix,
-            console_dir.to_str().unwrap(),
-        )),
-    );
+    let (prefix, console_dir) = lab_class(&s, &lab, "qemu:///system", "legacy");
     s.ok(&[
         "create",
         "secret",

@@ -44,8 +44,13 @@ pub const METADATA_NS: &str = "urn:ferrometal:hostclaim";
 
 pub fn domain_xml(s: &DomainSpec) -> String {
     // q35 with ACPI, as the lab's VMs: without ACPI libvirt cannot shut a guest down.
+    // UEFI as libvirt's firmware auto-selection finds it, without Secure Boot: it would pick
+    // a build with Microsoft's keys enrolled, which refuses the unsigned loaders of ordinary
+    // images ("Security Violation"), as metal3's UEFI (not UEFISecureBoot) mode does not.
     let os = if s.uefi {
-        "<os firmware='efi'><type arch='x86_64' machine='q35'>hvm</type><boot dev='hd'/></os>"
+        "<os firmware='efi'><type arch='x86_64' machine='q35'>hvm</type>\
+         <firmware><feature enabled='no' name='secure-boot'/>\
+         <feature enabled='no' name='enrolled-keys'/></firmware><boot dev='hd'/></os>"
     } else {
         "<os><type arch='x86_64' machine='q35'>hvm</type><boot dev='hd'/></os>"
     };
@@ -172,6 +177,7 @@ mod tests {
             ..spec()
         });
         assert!(uefi.contains("<os firmware='efi'>"));
+        assert!(uefi.contains("<feature enabled='no' name='secure-boot'/>"));
         assert!(uefi.contains("<source network='prov'/>"));
         assert!(!uefi.contains("vdb"));
     }
