@@ -21,6 +21,10 @@ pub const DEFAULT_CLASS: &str = "hostclass.ferrometal.io/is-default-class";
 pub const VM_CPUS: &str = "vm.ferrometal.io/cpus";
 pub const VM_MEMORY_MIB: &str = "vm.ferrometal.io/memory-mib";
 pub const VM_DISK_GIB: &str = "vm.ferrometal.io/disk-gib";
+/// On a claim, written by the controller before it makes the claim's VM: the class that made
+/// it. The claim stays with that class (its VM is removed through it) whatever the claim's
+/// class annotation or the default class say later.
+pub const VM_CLASS: &str = "hostclaim.ferrometal.io/vm-class";
 /// The key of the libvirt connection Secret that holds the connection URI.
 pub const LIBVIRT_URI_KEY: &str = "uri";
 
@@ -76,8 +80,8 @@ pub struct LibvirtClass {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 128, max = 4194304))]
     pub max_memory_mib: Option<u32>,
-    /// Size of a VM's disk in GiB (default 4; an image larger than it keeps its own size), and
-    /// the most a claim may ask for.
+    /// Size of a VM's disk in GiB (default 4; a larger image is refused), and the most a
+    /// claim may ask for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 65536))]
     pub disk_gib: Option<u32>,

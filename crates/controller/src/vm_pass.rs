@@ -92,6 +92,8 @@ async fn libvirt<T: Send + 'static>(
 }
 
 const CALL: Duration = Duration::from_secs(30);
+/// A checksum file is a few lines; more is refused.
+const CHECKSUM_FILE_MAX: usize = 1 << 20;
 /// Uploading a disk image through libvirt's stream.
 const UPLOAD: Duration = Duration::from_secs(1800);
 
@@ -138,24 +140,43 @@ pub async fn converge(want: Want, claim: String) -> Outcome {
         }
     }
     let reset = want.reset;
-    let power = {
+    let acted = {
         let name = name.clone();
         let on = want.power_on;
         libvirt(&want.uri, CALL, move |hv| {
             if reset {
-                hv.reset(&name)?;
+                hv.reset(&name)
             } else if on {
-                hv.power_on(&name)?;
+                hv.power_on(&name)
             } else {
-                hv.power_off(&name)?;
+                hv.power_off(&name)
             }
+        })
+        .await
+    };
+    if let Err(e) = acted {
+        return failed(&claim, "powering the virtual machine", e, seen);
+    }
+    // Observed apart from the action: a reset that was done is reported done even when the
+    // look after it fails, so it is never repeated.
+    let observed = {
+        let name = name.clone();
+        libvirt(&want.uri, CALL, move |hv| {
             Ok((hv.power(&name)?, hv.macs(&name)?))
         })
         .await
     };
-    match power {
+    match observed {
         Ok((power, macs)) => Outcome::Seen { power, reset, macs },
-        Err(e) => failed(&claim, "powering the virtual machine", e, seen),
+        Err(e) if reset => {
+            tracing::warn!(claim, error = %e, "observing the virtual machine after its reset failed");
+            Outcome::Seen {
+                power: seen,
+                reset,
+                macs: Vec::new(),
+            }
+        }
+        Err(e) => failed(&claim, "observing the virtual machine", e, seen),
     }
 }
 
@@ -182,7 +203,12 @@ async fn create(want: &Want, image: &ImageWant, claim: &str) -> Result<(), Outco
         .map_err(|e| fail(format!("staging the image failed: {e}")))?;
     let result = async {
         let disk = want.work.join("disk");
-        download(image, &disk).await.map_err(fail)?;
+        download(image, &disk, want.disk_bytes)
+            .await
+            .map_err(fail)?;
+        if want.domain.disk_format == "qcow2" {
+            qcow2_alone(&disk).await.map_err(fail)?;
+        }
         let config = match &want.config_drive {
             Some(cd) => {
                 let bytes = ferrometal_provisioner::agent::media::config_drive(
@@ -227,26 +253,76 @@ async fn create(want: &Want, image: &ImageWant, claim: &str) -> Result<(), Outco
     result
 }
 
+/// A tenant's qcow2 must stand alone: a backing file or an external data file in its header
+/// would have QEMU open a path on the libvirt host (another VM's disk, a host file).
+async fn qcow2_alone(path: &Path) -> Result<(), String> {
+    let mut header = [0u8; 104];
+    let mut f = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| format!("reading the image: {e}"))?;
+    use tokio::io::AsyncReadExt;
+    f.read_exact(&mut header)
+        .await
+        .map_err(|_| "the image is not a qcow2 file (too short)".to_string())?;
+    qcow2_header_alone(&header)
+}
+
+fn qcow2_header_alone(h: &[u8; 104]) -> Result<(), String> {
+    if &h[0..4] != b"QFI\xfb" {
+        return Err("spec.image.format is qcow2 but the image is not a qcow2 file".into());
+    }
+    let be64 = |at: usize| u64::from_be_bytes(h[at..at + 8].try_into().unwrap_or([0; 8]));
+    let version = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+    if be64(8) != 0 {
+        return Err(
+            "the qcow2 image names a backing file; a claim's image must stand alone".into(),
+        );
+    }
+    // Version 3's incompatible features, bit 2: an external data file.
+    if version >= 3 && be64(72) & 0b100 != 0 {
+        return Err(
+            "the qcow2 image keeps its data in an external file; a claim's image must stand alone"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
 /// Downloads the image to `to`, checking its checksum as it streams. Errors are for the
 /// tenant: they name only the claim's own image URL.
-async fn download(image: &ImageWant, to: &Path) -> Result<(), String> {
+async fn download(image: &ImageWant, to: &Path, max_bytes: u64) -> Result<(), String> {
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(20))
+        // A server that stops sending ends the pass (and so never holds up a deletion).
+        .read_timeout(Duration::from_secs(60))
         .build()
         .map_err(|e| format!("downloading the image: {e}"))?;
     let expected = match image.checksum.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(c) if c.starts_with("http://") || c.starts_with("https://") => {
-            let text = client
+            let mut resp = client
                 .get(c)
                 .send()
                 .await
                 .and_then(reqwest::Response::error_for_status)
-                .map_err(|e| format!("downloading the image's checksum file {c}: {e}"))?
-                .text()
-                .await
                 .map_err(|e| format!("downloading the image's checksum file {c}: {e}"))?;
-            Some(digest_from_file(&text, &image.url)?)
+            let mut text = Vec::new();
+            while let Some(chunk) = resp
+                .chunk()
+                .await
+                .map_err(|e| format!("downloading the image's checksum file {c}: {e}"))?
+            {
+                text.extend_from_slice(&chunk);
+                if text.len() > CHECKSUM_FILE_MAX {
+                    return Err(format!(
+                        "the image's checksum file {c} is larger than {CHECKSUM_FILE_MAX} bytes"
+                    ));
+                }
+            }
+            Some(digest_from_file(
+                &String::from_utf8_lossy(&text),
+                &image.url,
+            )?)
         }
         Some(c) => Some(c.to_ascii_lowercase()),
     };
@@ -264,11 +340,19 @@ async fn download(image: &ImageWant, to: &Path) -> Result<(), String> {
         .await
         .map_err(|e| format!("staging the image: {e}"))?;
     let mut hasher = algorithm.map(Algorithm::hasher);
+    let mut bytes: u64 = 0;
     while let Some(chunk) = resp
         .chunk()
         .await
         .map_err(|e| format!("downloading the image {}: {e}", image.url))?
     {
+        bytes += chunk.len() as u64;
+        if bytes > max_bytes {
+            return Err(format!(
+                "the image {} is larger than the virtual machine's disk ({max_bytes} bytes)",
+                image.url
+            ));
+        }
         if let Some(h) = hasher.as_mut() {
             h.update(&chunk);
         }
@@ -289,4 +373,38 @@ async fn download(image: &ImageWant, to: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_qcow2_with_a_backing_or_data_file_is_refused() {
+        let mut h = [0u8; 104];
+        h[0..4].copy_from_slice(b"QFI\xfb");
+        h[7] = 3;
+        assert!(qcow2_header_alone(&h).is_ok());
+        let mut backed = h;
+        backed[15] = 0x68;
+        assert!(
+            qcow2_header_alone(&backed)
+                .unwrap_err()
+                .contains("backing file")
+        );
+        let mut external = h;
+        external[79] = 0b100;
+        assert!(
+            qcow2_header_alone(&external)
+                .unwrap_err()
+                .contains("external")
+        );
+        let mut raw = h;
+        raw[0] = 0;
+        assert!(
+            qcow2_header_alone(&raw)
+                .unwrap_err()
+                .contains("not a qcow2")
+        );
+    }
 }

@@ -402,6 +402,25 @@ fn one_claim_api_serves_vms_and_bare_metal_side_by_side() {
     );
     assert_eq!(domain_state(&raw_dom), "running");
 
+    // A claim stays with the class that made its VM: pointing it elsewhere afterwards changes
+    // nothing, and its deletion still removes that VM.
+    let o = s.kubectl_with(
+        &alice,
+        &[
+            "annotate",
+            "--overwrite",
+            "hostclaim",
+            "vm-raw",
+            "ferrometal.io/host-class=no-such-class",
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        claim_json(&s, "tenant-a", "vm-raw")["metadata"]["annotations"]["hostclaim.ferrometal.io/vm-class"],
+        "lab-vms"
+    );
+
     // Deleting the claims removes the VMs and their volumes, and frees the host.
     let o = s.kubectl_with(
         &alice,

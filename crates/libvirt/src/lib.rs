@@ -193,9 +193,14 @@ impl Hypervisor {
             .map_err(call(format!("uploading to {name}")))?;
         let mut buf = vec![0u8; 1 << 20];
         loop {
-            let n = file
-                .read(&mut buf)
-                .map_err(|e| Error::Io(format!("reading {}: {e}", content.display())))?;
+            let n = match file.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) => {
+                    // libvirt wants a stream that will not finish aborted, not dropped.
+                    let _ = stream.abort();
+                    return Err(Error::Io(format!("reading {}: {e}", content.display())));
+                }
+            };
             if n == 0 {
                 break;
             }
@@ -203,7 +208,14 @@ impl Hypervisor {
             while sent < n {
                 match stream.send(&buf[sent..n]) {
                     Ok(k) if k > 0 => sent += k as usize,
-                    Ok(_) => continue,
+                    // A blocking stream sends something or fails; nothing sent is a failure,
+                    // not a reason to spin.
+                    Ok(_) => {
+                        let _ = stream.abort();
+                        return Err(Error::Io(format!(
+                            "uploading to {name}: the stream took nothing"
+                        )));
+                    }
                     Err(e) => {
                         let _ = stream.abort();
                         return Err(call(format!("uploading to {name}"))(e));
@@ -214,6 +226,11 @@ impl Hypervisor {
         stream
             .finish()
             .map_err(call(format!("finishing the upload to {name}")))?;
+        // The pool learns the uploaded file's size (a qcow2's virtual size) on a refresh.
+        let _ = p.refresh(0);
+        let vol = p
+            .lookup_storage_vol_by_name(name)
+            .map_err(call(format!("looking up volume {name}")))?;
         let have = vol
             .info()
             .map_err(call(format!("reading volume {name}")))?
@@ -233,9 +250,13 @@ impl Hypervisor {
                 d.destroy()
                     .map_err(call(format!("stopping {}", names.domain)))?;
             }
-            d.undefine_flags(virt::sys::VIR_DOMAIN_UNDEFINE_NVRAM)
-                .or_else(|_| d.undefine())
-                .map_err(call(format!("undefining {}", names.domain)))?;
+            // With its NVRAM (UEFI); a domain that has none is undefined plainly.
+            if let Err(e) = d.undefine_flags(virt::sys::VIR_DOMAIN_UNDEFINE_NVRAM) {
+                d.undefine().map_err(|plain| Error::Call {
+                    what: format!("undefining {}", names.domain),
+                    message: format!("{} (with its NVRAM: {})", plain.message(), e.message()),
+                })?;
+            }
         }
         let p = self.pool(pool)?;
         let _ = p.refresh(0);

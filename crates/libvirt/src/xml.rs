@@ -42,6 +42,8 @@ fn esc(s: &str) -> String {
 /// The metadata namespace the claim is recorded under.
 pub const METADATA_NS: &str = "urn:ferrometal:hostclaim";
 
+/// The disk has an empty `<backingStore/>`: whatever its image's header says, QEMU opens no
+/// other file behind it.
 pub fn domain_xml(s: &DomainSpec) -> String {
     // q35 with ACPI, as the lab's VMs: without ACPI libvirt cannot shut a guest down.
     // UEFI as libvirt's firmware auto-selection finds it, without Secure Boot: it would pick
@@ -79,7 +81,7 @@ pub fn domain_xml(s: &DomainSpec) -> String {
 <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>\
 <devices>\
 <disk type='volume' device='disk'><driver name='qemu' type='{fmt}'/>\
-<source pool='{pool}' volume='{disk}'/><target dev='vda' bus='virtio'/></disk>\
+<source pool='{pool}' volume='{disk}'/><backingStore/><target dev='vda' bus='virtio'/></disk>\
 {config}{nic}\
 <serial type='file'><source path='{log}' append='on'/><target port='0'/></serial>\
 <console type='file'><source path='{log}' append='on'/><target type='serial' port='0'/></console>\
@@ -163,7 +165,7 @@ mod tests {
         let x = domain_xml(&spec());
         assert!(x.starts_with("<domain type='qemu'>"));
         assert!(x.contains(
-            "<driver name='qemu' type='raw'/><source pool='default' volume='fm-1-disk'/>"
+            "<driver name='qemu' type='raw'/><source pool='default' volume='fm-1-disk'/><backingStore/>"
         ));
         assert!(x.contains("volume='fm-1-config'/><target dev='vdb' bus='virtio'/><readonly/>"));
         assert!(x.contains("<interface type='user'>"));

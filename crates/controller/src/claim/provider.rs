@@ -14,7 +14,8 @@
 use async_trait::async_trait;
 use ferrometal_api::HostClaim;
 use ferrometal_api::claim::conditions as c;
-use ferrometal_api::host_class::{HostClass, Provider as Kind};
+use ferrometal_api::host_class::{HostClass, Provider as Kind, VM_CLASS};
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::context::ClaimContext;
@@ -67,7 +68,7 @@ impl Provider for Unserved {
 
     async fn release(&self, claim: &HostClaim, ctx: &ClaimContext) -> Result<Action, Error> {
         // A VM may have been made while the class existed: it is not dropped silently.
-        if had_vm(claim) {
+        if claim.annotations().contains_key(VM_CLASS) {
             return super::vm::not_served(
                 claim,
                 ctx,
@@ -81,17 +82,9 @@ impl Provider for Unserved {
     }
 }
 
-fn had_vm(claim: &HostClaim) -> bool {
-    claim.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|cond| {
-            cond.reason == c::VIRTUAL_MACHINE_ASSOCIATED
-                || cond.reason == c::VIRTUAL_MACHINE_PROVISIONED
-        })
-    })
-}
-
-/// The provider serving `claim`. A claim holding a BareMetalHost stays with bare metal
-/// whatever its class says now: the host is released the bare-metal way.
+/// The provider serving `claim`. A claim holding a BareMetalHost stays with bare metal, and
+/// one whose VM a class made ([`VM_CLASS`]) with that class, whatever its class annotation or
+/// the default class say now: what serves it is released the way it was made.
 pub(super) fn for_claim(claim: &HostClaim, ctx: &ClaimContext) -> Box<dyn Provider> {
     let holds_host = claim
         .status
@@ -99,6 +92,18 @@ pub(super) fn for_claim(claim: &HostClaim, ctx: &ClaimContext) -> Box<dyn Provid
         .is_some_and(|s| s.bare_metal_host.is_some());
     if holds_host {
         return Box::new(BareMetal);
+    }
+    // A claim whose VM a class made stays with that class.
+    if let Some(name) = claim.annotations().get(VM_CLASS) {
+        return match ctx.classes.state().iter().find(|c| c.name_any() == *name) {
+            Some(class) if class.spec.provider == Kind::Libvirt => {
+                Box::new(Libvirt((**class).clone()))
+            }
+            _ => Box::new(Unserved(format!(
+                "the HostClass {name:?} that made this claim's virtual machine is gone or no \
+                 longer makes virtual machines"
+            ))),
+        };
     }
     match super::vm::class_of(claim, ctx) {
         Ok(None) => Box::new(BareMetal),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ferrometal_api::annotations as ann;
 use ferrometal_api::claim::conditions as c;
-use ferrometal_api::host_class::{HostClass, LIBVIRT_URI_KEY, LibvirtClass};
+use ferrometal_api::host_class::{HostClass, LIBVIRT_URI_KEY, LibvirtClass, VM_CLASS};
 use ferrometal_api::{
     CpuDetails, DiskType, HardwareDataSpec, HardwareDetails, HardwareSystemVendor, HostClaim,
     NamespacedRef, NicDetails, StorageDetails,
@@ -31,7 +31,7 @@ use super::context::{ClaimContext, claims, key};
 use super::status::write_new;
 use crate::conditions::now;
 use crate::detached::Found;
-use crate::error::Error;
+use crate::error::{Error, conflict, not_found};
 use crate::events::event;
 use crate::forwarding::DataKind;
 use crate::hardware_data::write_hardware_copy;
@@ -52,7 +52,8 @@ pub(super) async fn reconcile(
     ctx: &ClaimContext,
     deleting: bool,
 ) -> Result<Action, Error> {
-    let k = key(claim);
+    // By uid: a claim deleted and made again under its name is another VM.
+    let k = format!("{}/{}", key(claim), claim.uid().unwrap_or_default());
     let Some(lv) = class.spec.libvirt.as_ref() else {
         return not_served(
             claim,
@@ -214,6 +215,27 @@ pub(super) async fn reconcile(
         .as_ref()
         .is_some_and(|(o, at)| satisfies(o, &want) && at.elapsed() < OBSERVE_EVERY);
     let retry_later = fresh && !last.as_ref().is_some_and(|(o, _)| satisfies(o, &want));
+    // Before anything is made, the claim records the class that makes it (see `VM_CLASS`).
+    let class_name = class.name_any();
+    if !deleting && want.image.is_some() && claim.annotations().get(VM_CLASS) != Some(&class_name) {
+        let patch = json!({"metadata": {
+            "annotations": {VM_CLASS: class_name},
+            "resourceVersion": claim.resource_version(),
+        }});
+        return match claims(ctx, claim)
+            .patch(
+                &claim.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            // The write wakes the claim again.
+            Ok(_) => Ok(Action::requeue(OBSERVE_EVERY)),
+            Err(e) if conflict(&e) || not_found(&e) => Ok(Action::requeue(RETRY)),
+            Err(e) => Err(e.into()),
+        };
+    }
     let running = if !in_line && !retry_later && !blocked_on_data {
         if want.reset {
             ctx.set_forwarded(&k, reboot.clone());
@@ -231,8 +253,19 @@ pub(super) async fn reconcile(
         false
     };
     // The phase the status shows.
+    let reported = claim
+        .status
+        .as_ref()
+        .is_some_and(|st| st.condition(c::PROVISIONED).is_some());
+    if running && last.is_none() && !deleting && reported {
+        // The first look since this process started: the status stays as it was (a VM that
+        // runs is not reported as being made) until the pass tells.
+        return Ok(Action::requeue(OBSERVE_EVERY));
+    }
     let phase = match &last {
-        _ if running && want.remove && !deleting => Phase::Removing,
+        _ if running && want.remove && !deleting && last_power(last.as_ref()).is_some() => {
+            Phase::Removing
+        }
         _ if running && last_power(last.as_ref()).is_none() && want.image.is_some() => {
             Phase::Creating
         }
