@@ -133,6 +133,33 @@ struct Round {
     requests_per_host: f64,
 }
 
+/// `serve` with the deploy agent (its ramdisk in `ramdisk_dir`), as the lab's VMs reach it:
+/// QEMU's user network shows the host as 10.0.2.2.
+pub(crate) fn agent_serve(
+    ferrometal: Option<&Path>,
+    dir: &Path,
+    ramdisk_dir: &Path,
+) -> anyhow::Result<ServeChild> {
+    let binary = ferrometal_binary(ferrometal)?;
+    let agent_port = free_port()?;
+    ServeChild::start(
+        &binary,
+        dir,
+        &[
+            "--power-poll-interval".into(),
+            "10".into(),
+            "--agent-ramdisk".into(),
+            ramdisk_dir.to_string_lossy().to_string(),
+            "--agent-listen".into(),
+            format!("127.0.0.1:{agent_port}"),
+            "--agent-url".into(),
+            format!("https://10.0.2.2:{agent_port}"),
+            "--agent-media-listen".into(),
+            format!("127.0.0.1:{}", free_port()?),
+        ],
+    )
+}
+
 pub async fn run(o: Opts) -> anyhow::Result<()> {
     let scratch = Scratch::new(&format!("deploy-{}", o.vms), o.keep)?;
     let deadline = Instant::now() + Duration::from_secs(o.timeout);
@@ -185,24 +212,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         .stderr(Stdio::null())
         .spawn()?;
 
-    let binary = ferrometal_binary(o.ferrometal.as_deref())?;
-    let agent_port = free_port()?;
-    let serve = ServeChild::start(
-        &binary,
-        &scratch.path,
-        &[
-            "--power-poll-interval".into(),
-            "10".into(),
-            "--agent-ramdisk".into(),
-            ramdisk_dir.to_string_lossy().to_string(),
-            "--agent-listen".into(),
-            format!("127.0.0.1:{agent_port}"),
-            "--agent-url".into(),
-            format!("https://10.0.2.2:{agent_port}"),
-            "--agent-media-listen".into(),
-            format!("127.0.0.1:{}", free_port()?),
-        ],
-    )?;
+    let serve = agent_serve(o.ferrometal.as_deref(), &scratch.path, &ramdisk_dir)?;
     let client = serve.client().await?;
     wait_for_crd(&client).await?;
     let (states, watch) = watch_states(&client);

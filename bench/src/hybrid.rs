@@ -14,7 +14,7 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
 use crate::common::*;
-use crate::deploy::{big_image, p50_max, sha256};
+use crate::deploy::{agent_serve, big_image, p50_max, sha256};
 use crate::stats::{Row, secs};
 use crate::vmlab::{LabGuard, console_text, script, value_of};
 
@@ -108,24 +108,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         .stderr(Stdio::null())
         .spawn()?;
 
-    let binary = ferrometal_binary(o.ferrometal.as_deref())?;
-    let agent_port = free_port()?;
-    let serve = ServeChild::start(
-        &binary,
-        &scratch.path,
-        &[
-            "--power-poll-interval".into(),
-            "10".into(),
-            "--agent-ramdisk".into(),
-            ramdisk_dir.to_string_lossy().to_string(),
-            "--agent-listen".into(),
-            format!("127.0.0.1:{agent_port}"),
-            "--agent-url".into(),
-            format!("https://10.0.2.2:{agent_port}"),
-            "--agent-media-listen".into(),
-            format!("127.0.0.1:{}", free_port()?),
-        ],
-    )?;
+    let serve = agent_serve(o.ferrometal.as_deref(), &scratch.path, &ramdisk_dir)?;
     let client = serve.client().await?;
     wait_for_crd(&client).await?;
     let (states, watch) = watch_states(&client);

@@ -3,6 +3,7 @@
 //! sushy-tools) as before. Boots are proven by the guests' consoles, power by libvirt's view of
 //! the domains, removal by libvirt no longer knowing them or their volumes.
 
+mod lab_common;
 mod serve_common;
 
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use ferrometal_test_support::peers::FileServer;
 use ferrometal_test_support::vmlab::{Firmware, Lab, guest_images, publish};
+use lab_common::sha256_hex;
 use serde_json::Value;
 use serve_common::{Serve, free_port, serve};
 
@@ -75,22 +77,6 @@ fn console_lines(log: &PathBuf, after: usize, text: &str) -> Vec<String> {
         .filter(|l| l.contains(text))
         .map(str::to_string)
         .collect()
-}
-
-fn sha256_hex(data: &[u8]) -> String {
-    use std::io::Write;
-    let mut c = Command::new("sha256sum")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(data).unwrap();
-    let out = c.wait_with_output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string()
 }
 
 fn class_yaml(

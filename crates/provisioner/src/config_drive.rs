@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::{Deployment, HostInfo};
 
 /// Text that is JSON or YAML into a JSON value; anything else stays a string.
-pub(crate) fn structured(text: &str) -> Value {
+pub fn structured(text: &str) -> Value {
     if let Ok(v) = serde_json::from_str::<Value>(text) {
         return v;
     }

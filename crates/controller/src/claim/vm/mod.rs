@@ -36,6 +36,7 @@ use crate::events::event;
 use crate::forwarding::DataKind;
 use crate::hardware_data::write_hardware_copy;
 use crate::vm_pass::{self, ConfigDrive, ImageWant, Outcome, Want};
+use ferrometal_provisioner::config_drive::structured;
 
 /// A VM that is in line is looked at again this often (power changed inside the guest, a
 /// domain removed by hand).
@@ -492,11 +493,6 @@ async fn data(
         }),
         None,
     ))
-}
-
-/// JSON or YAML text as a JSON value; anything else as a string.
-fn structured(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
 
 /// The one-shot reboot was done: it leaves the claim.
