@@ -79,6 +79,7 @@ pub mod conditions {
     /// Claims of a HostClass whose provider is not bare metal (see `host_class`).
     pub const VIRTUAL_MACHINE_ASSOCIATED: &str = "VirtualMachineAssociated";
     pub const HOST_CLASS_NOT_FOUND: &str = "HostClassNotFound";
+    pub const HOST_CLASS_NOT_ALLOWED: &str = "HostClassNotAllowed";
     pub const HOST_CLASS_INVALID: &str = "HostClassInvalid";
     pub const HYPERVISOR_UNREACHABLE: &str = "HypervisorUnreachable";
     pub const INVALID_REQUEST: &str = "InvalidRequest";

@@ -114,6 +114,18 @@ pub struct LibvirtClass {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 1024))]
     pub console_log_dir: String,
+    /// The namespaces whose claims this class serves; empty: every namespace. A claim from
+    /// another namespace is told so, and gets nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 63)))]
+    pub namespaces: Vec<String>,
+    /// URL prefixes a claim's image (and a checksum file it names) must begin with, e.g.
+    /// `https://images.example.com/`; empty: any http(s) URL. The controller downloads the
+    /// images from its own network: this keeps tenants to the image servers meant for them.
+    /// Redirects are then followed only to URLs the prefixes allow.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 2048)))]
+    pub image_url_prefixes: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -162,6 +174,11 @@ impl LibvirtClass {
         self.boot_mode.eq_ignore_ascii_case("uefi")
     }
 
+    /// Whether the class serves claims of `namespace`.
+    pub fn serves_namespace(&self, namespace: &str) -> bool {
+        self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace)
+    }
+
     pub fn console_log_dir(&self) -> &str {
         if self.console_log_dir.is_empty() {
             "/var/log/libvirt/qemu"
@@ -203,6 +220,21 @@ impl LibvirtClass {
             disk_gib: pick(VM_DISK_GIB, self.disk_gib.unwrap_or(4), self.max_disk_gib)?,
         })
     }
+}
+
+/// Whether `url` begins with one of `prefixes` (none: every http(s) URL). A prefix that does
+/// not end in `/` must be followed by `/`, `?` or nothing, so `https://images.example.com`
+/// does not admit `https://images.example.com.elsewhere.org/` or `…com@elsewhere/`.
+pub fn url_allowed(prefixes: &[String], url: &str) -> bool {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return false;
+    }
+    prefixes.is_empty()
+        || prefixes.iter().any(|p| {
+            url.strip_prefix(p.as_str()).is_some_and(|rest| {
+                p.ends_with('/') || rest.is_empty() || rest.starts_with(['/', '?'])
+            })
+        })
 }
 
 /// The class a claim names (its [`HOST_CLASS`] annotation), or else the default class among
@@ -254,6 +286,45 @@ mod tests {
             c.metadata.annotations = Some([(DEFAULT_CLASS.to_string(), "true".into())].into());
         }
         c
+    }
+
+    #[test]
+    fn image_urls_are_held_to_the_class_prefixes() {
+        let none: Vec<String> = vec![];
+        assert!(url_allowed(&none, "http://10.0.0.1/x.raw"));
+        assert!(!url_allowed(&none, "file:///etc/shadow"));
+        assert!(!url_allowed(&none, "ftp://host/x"));
+        let p = vec![
+            "https://images.example.com".to_string(),
+            "http://10.1.0.5:8080/pub/".to_string(),
+        ];
+        for ok in [
+            "https://images.example.com/os.qcow2",
+            "https://images.example.com",
+            "https://images.example.com?x=1",
+            "http://10.1.0.5:8080/pub/a.raw",
+        ] {
+            assert!(url_allowed(&p, ok), "{ok}");
+        }
+        for refused in [
+            "https://images.example.com.elsewhere.org/os.qcow2",
+            "https://images.example.com@elsewhere.org/os.qcow2",
+            "https://images.example.com:444/os.qcow2",
+            "http://images.example.com/os.qcow2",
+            "http://10.1.0.5:8080/private/a.raw",
+            "http://169.254.169.254/latest/meta-data",
+        ] {
+            assert!(!url_allowed(&p, refused), "{refused}");
+        }
+    }
+
+    #[test]
+    fn a_class_serves_its_namespaces() {
+        let mut lv = LibvirtClass::default();
+        assert!(lv.serves_namespace("anyone"));
+        lv.namespaces = vec!["team-a".into()];
+        assert!(lv.serves_namespace("team-a"));
+        assert!(!lv.serves_namespace("team-b"));
     }
 
     #[test]

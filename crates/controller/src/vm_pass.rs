@@ -7,10 +7,13 @@
 //! uid, a volume left half-written is replaced, and the domain is defined last, so a claim
 //! whose domain exists has its disks.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use ferrometal_agent::checksum::{Algorithm, digest_from_file};
+use ferrometal_api::host_class::url_allowed;
 use ferrometal_libvirt::{DomainSpec, Hypervisor, Names, Power};
 use tokio::io::AsyncWriteExt;
 
@@ -26,12 +29,29 @@ pub struct Want {
     pub config_drive: Option<ConfigDrive>,
     pub disk_bytes: u64,
     pub power_on: bool,
-    /// A one-shot reset (metal3's reboot annotation) is due.
-    pub reset: bool,
+    /// A one-shot action (metal3's reboot annotation, a `ferrometal.io/operation`) is due.
+    pub action: Option<OneShot>,
     /// Take the VM down (image removed, or the claim deleted).
     pub remove: bool,
     /// Where downloads and the config drive are staged.
     pub work: PathBuf,
+}
+
+/// A one-shot action on the VM, as a BMC would do it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OneShot {
+    /// ForceRestart, and metal3's reboot annotation.
+    Reset,
+    /// GracefulRestart: ACPI, the guest restarts itself.
+    Reboot,
+    /// GracefulShutdown: ACPI, the guest shuts itself down.
+    Shutdown,
+    /// ForceOff.
+    Off,
+    /// ForceOn.
+    On,
+    /// PowerCycle: off at once, then on.
+    Cycle,
 }
 
 #[derive(Clone, Debug)]
@@ -39,6 +59,8 @@ pub struct ImageWant {
     pub url: String,
     pub checksum: Option<String>,
     pub checksum_type: String,
+    /// The class's image URL prefixes: redirects are followed only to URLs they allow.
+    pub allowed_prefixes: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -53,11 +75,11 @@ pub struct ConfigDrive {
 pub enum Outcome {
     /// The libvirt host did not answer.
     Unreachable,
-    /// The domain's power after the pass (`None`: no domain); `reset` when one was done; its
-    /// NICs' MACs.
+    /// The domain's power after the pass (`None`: no domain); `acted` when the one-shot
+    /// action was done; its NICs' MACs.
     Seen {
         power: Option<Power>,
-        reset: bool,
+        acted: bool,
         macs: Vec<String>,
     },
     /// A step failed: a message for the tenant (no infrastructure names), and the power seen.
@@ -67,27 +89,47 @@ pub enum Outcome {
     },
 }
 
+/// Claims with a libvirt call that outlived its limit and still runs on its thread. No pass
+/// for such a claim starts until that call ends, so an abandoned upload never races a later
+/// pass (or the removal once the claim is deleted): at most one call per claim at any time.
+/// Process-wide, as the threads are.
+static LINGERING: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
+
+fn lingering(claim: &str) -> bool {
+    LINGERING.lock().unwrap().contains(claim)
+}
+
 /// Runs a blocking libvirt call on a blocking thread, bounded: a libvirt host that hangs
-/// leaves the thread behind, never the claim.
+/// leaves the thread behind, never the claim (which is held back while it runs, see
+/// [`LINGERING`]).
 async fn libvirt<T: Send + 'static>(
+    claim: &str,
     uri: &str,
     limit: Duration,
     f: impl FnOnce(&Hypervisor) -> Result<T, ferrometal_libvirt::Error> + Send + 'static,
 ) -> Result<T, ferrometal_libvirt::Error> {
     let uri = uri.to_string();
-    let call = tokio::task::spawn_blocking(move || {
+    let mut call = tokio::task::spawn_blocking(move || {
         let hv = Hypervisor::connect(&uri)?;
         f(&hv)
     });
-    match tokio::time::timeout(limit, call).await {
+    match tokio::time::timeout(limit, &mut call).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => Err(ferrometal_libvirt::Error::Io(format!(
             "libvirt call ended: {e}"
         ))),
-        Err(_) => Err(ferrometal_libvirt::Error::Unreachable(format!(
-            "no answer in {} s",
-            limit.as_secs()
-        ))),
+        Err(_) => {
+            LINGERING.lock().unwrap().insert(claim.to_string());
+            let claim = claim.to_string();
+            tokio::spawn(async move {
+                let _ = call.await;
+                LINGERING.lock().unwrap().remove(&claim);
+            });
+            Err(ferrometal_libvirt::Error::Unreachable(format!(
+                "no answer in {} s",
+                limit.as_secs()
+            )))
+        }
     }
 }
 
@@ -98,18 +140,24 @@ const CHECKSUM_FILE_MAX: usize = 1 << 20;
 const UPLOAD: Duration = Duration::from_secs(1800);
 
 pub async fn converge(want: Want, claim: String) -> Outcome {
+    if lingering(&claim) {
+        tracing::warn!(claim, "an earlier libvirt call for this claim still runs");
+        return Outcome::Unreachable;
+    }
     let name = want.names.domain.clone();
     let seen = {
         let name = name.clone();
-        libvirt(&want.uri, CALL, move |hv| hv.power(&name)).await
+        libvirt(&claim, &want.uri, CALL, move |hv| hv.power(&name)).await
     };
     let seen = match seen {
         Ok(p) => p,
         Err(e) => return failed(&claim, "observing the virtual machine", e, None),
     };
     if want.remove {
+        // A staging directory a killed serve left behind goes with the VM.
+        let _ = tokio::fs::remove_dir_all(&want.work).await;
         let (names, pool) = (want.names.clone(), want.pool.clone());
-        return match libvirt(&want.uri, CALL, move |hv| {
+        return match libvirt(&claim, &want.uri, CALL, move |hv| {
             hv.remove(&names, &pool)?;
             hv.anything_left(&names, &pool)
         })
@@ -117,7 +165,7 @@ pub async fn converge(want: Want, claim: String) -> Outcome {
         {
             Ok(false) => Outcome::Seen {
                 power: None,
-                reset: false,
+                acted: false,
                 macs: Vec::new(),
             },
             Ok(true) => Outcome::Failed {
@@ -131,7 +179,7 @@ pub async fn converge(want: Want, claim: String) -> Outcome {
         let Some(image) = want.image.clone() else {
             return Outcome::Seen {
                 power: None,
-                reset: false,
+                acted: false,
                 macs: Vec::new(),
             };
         };
@@ -139,40 +187,45 @@ pub async fn converge(want: Want, claim: String) -> Outcome {
             return o;
         }
     }
-    let reset = want.reset;
+    let action = want.action;
     let acted = {
         let name = name.clone();
         let on = want.power_on;
-        libvirt(&want.uri, CALL, move |hv| {
-            if reset {
-                hv.reset(&name)
-            } else if on {
+        libvirt(&claim, &want.uri, CALL, move |hv| match action {
+            Some(OneShot::Reset) => hv.reset(&name),
+            Some(OneShot::Reboot) => hv.reboot(&name),
+            Some(OneShot::Shutdown) => hv.shutdown(&name),
+            Some(OneShot::Off) => hv.power_off(&name),
+            Some(OneShot::On) => hv.power_on(&name),
+            Some(OneShot::Cycle) => {
+                hv.power_off(&name)?;
                 hv.power_on(&name)
-            } else {
-                hv.power_off(&name)
             }
+            None if on => hv.power_on(&name),
+            None => hv.power_off(&name),
         })
         .await
     };
     if let Err(e) = acted {
         return failed(&claim, "powering the virtual machine", e, seen);
     }
-    // Observed apart from the action: a reset that was done is reported done even when the
+    let acted = action.is_some();
+    // Observed apart from the action: an action that was done is reported done even when the
     // look after it fails, so it is never repeated.
     let observed = {
         let name = name.clone();
-        libvirt(&want.uri, CALL, move |hv| {
+        libvirt(&claim, &want.uri, CALL, move |hv| {
             Ok((hv.power(&name)?, hv.macs(&name)?))
         })
         .await
     };
     match observed {
-        Ok((power, macs)) => Outcome::Seen { power, reset, macs },
-        Err(e) if reset => {
-            tracing::warn!(claim, error = %e, "observing the virtual machine after its reset failed");
+        Ok((power, macs)) => Outcome::Seen { power, acted, macs },
+        Err(e) if acted => {
+            tracing::warn!(claim, error = %e, "observing the virtual machine after an action failed");
             Outcome::Seen {
                 power: seen,
-                reset,
+                acted,
                 macs: Vec::new(),
             }
         }
@@ -192,11 +245,19 @@ fn failed(claim: &str, what: &str, e: ferrometal_libvirt::Error, power: Option<P
     }
 }
 
+/// VMs made at once by this process: each holds a download, a staged image and an upload, so
+/// a burst of claims queues here rather than filling the disk and the network at once.
+static CREATING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
 async fn create(want: &Want, image: &ImageWant, claim: &str) -> Result<(), Outcome> {
     let fail = |tenant: String| Outcome::Failed {
         tenant,
         power: None,
     };
+    let _turn = CREATING
+        .acquire()
+        .await
+        .map_err(|_| fail("the controller is shutting down".into()))?;
     let _ = tokio::fs::remove_dir_all(&want.work).await;
     tokio::fs::create_dir_all(&want.work)
         .await
@@ -237,7 +298,7 @@ async fn create(want: &Want, image: &ImageWant, claim: &str) -> Result<(), Outco
             want.disk_bytes,
         );
         let format = domain.disk_format.clone();
-        libvirt(&want.uri, UPLOAD, move |hv| {
+        libvirt(claim, &want.uri, UPLOAD, move |hv| {
             hv.upload_volume(&pool, &names.disk, &format, &disk, size)?;
             if let Some(cfg) = &config {
                 hv.upload_volume(&pool, &names.config, "raw", cfg, 0)?;
@@ -288,6 +349,36 @@ fn qcow2_header_alone(h: &[u8; 104]) -> Result<(), String> {
     Ok(())
 }
 
+/// An HTTP error with its causes (reqwest's own message leaves out why a redirect was refused
+/// or a connection failed).
+fn why(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+/// At most 10 redirects, each to a URL the class allows (a tenant's image server must not
+/// bounce the controller onto its own network).
+fn redirects(prefixes: Vec<String>) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() >= 10 {
+            attempt.error("more than 10 redirects")
+        } else if url_allowed(&prefixes, attempt.url().as_str()) {
+            attempt.follow()
+        } else {
+            let to = attempt.url().to_string();
+            attempt.error(format!(
+                "a redirect to {to}, which the claim's HostClass does not allow"
+            ))
+        }
+    })
+}
+
 /// Downloads the image to `to`, checking its checksum as it streams. Errors are for the
 /// tenant: they name only the claim's own image URL.
 async fn download(image: &ImageWant, to: &Path, max_bytes: u64) -> Result<(), String> {
@@ -295,6 +386,7 @@ async fn download(image: &ImageWant, to: &Path, max_bytes: u64) -> Result<(), St
         .connect_timeout(Duration::from_secs(20))
         // A server that stops sending ends the pass (and so never holds up a deletion).
         .read_timeout(Duration::from_secs(60))
+        .redirect(redirects(image.allowed_prefixes.clone()))
         .build()
         .map_err(|e| format!("downloading the image: {e}"))?;
     let expected = match image.checksum.as_deref().map(str::trim) {
@@ -305,12 +397,12 @@ async fn download(image: &ImageWant, to: &Path, max_bytes: u64) -> Result<(), St
                 .send()
                 .await
                 .and_then(reqwest::Response::error_for_status)
-                .map_err(|e| format!("downloading the image's checksum file {c}: {e}"))?;
+                .map_err(|e| format!("downloading the image's checksum file {c}: {}", why(&e)))?;
             let mut text = Vec::new();
             while let Some(chunk) = resp
                 .chunk()
                 .await
-                .map_err(|e| format!("downloading the image's checksum file {c}: {e}"))?
+                .map_err(|e| format!("downloading the image's checksum file {c}: {}", why(&e)))?
             {
                 text.extend_from_slice(&chunk);
                 if text.len() > CHECKSUM_FILE_MAX {
@@ -335,7 +427,7 @@ async fn download(image: &ImageWant, to: &Path, max_bytes: u64) -> Result<(), St
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| format!("downloading the image {}: {e}", image.url))?;
+        .map_err(|e| format!("downloading the image {}: {}", image.url, why(&e)))?;
     let mut file = tokio::fs::File::create(to)
         .await
         .map_err(|e| format!("staging the image: {e}"))?;
@@ -344,7 +436,7 @@ async fn download(image: &ImageWant, to: &Path, max_bytes: u64) -> Result<(), St
     while let Some(chunk) = resp
         .chunk()
         .await
-        .map_err(|e| format!("downloading the image {}: {e}", image.url))?
+        .map_err(|e| format!("downloading the image {}: {}", image.url, why(&e)))?
     {
         bytes += chunk.len() as u64;
         if bytes > max_bytes {
@@ -405,6 +497,69 @@ mod tests {
             qcow2_header_alone(&raw)
                 .unwrap_err()
                 .contains("not a qcow2")
+        );
+    }
+
+    /// A call that outlives its limit is reported as no answer, and its claim is held back
+    /// (no pass for it starts another call) until the call has ended on its thread.
+    #[tokio::test]
+    async fn a_call_past_its_limit_holds_its_claim_back_until_it_ends() {
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        // libvirt's own in-process test driver: no daemon needed.
+        let r = libvirt(
+            "ns/c/uid-1",
+            "test:///default",
+            Duration::from_millis(50),
+            move |_| {
+                let _ = wait.recv();
+                Ok(())
+            },
+        )
+        .await;
+        assert!(
+            matches!(r, Err(ferrometal_libvirt::Error::Unreachable(_))),
+            "{r:?}"
+        );
+        assert!(lingering("ns/c/uid-1"));
+        assert!(!lingering("ns/c/uid-2"));
+        release.send(()).unwrap();
+        for _ in 0..1000 {
+            if !lingering("ns/c/uid-1") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the claim is still held back after its call ended");
+    }
+
+    /// An image server allowed by the class that redirects elsewhere: not followed.
+    #[tokio::test]
+    async fn a_redirect_out_of_the_class_prefixes_is_not_followed() {
+        use std::io::{Read, Write};
+        let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = server.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            if let Ok((mut conn, _)) = server.accept() {
+                let mut request = [0u8; 1024];
+                let _ = conn.read(&mut request);
+                let _ = conn.write_all(
+                    b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/latest/meta-data\r\nContent-Length: 0\r\n\r\n",
+                );
+            }
+        });
+        let work = tempfile::tempdir().unwrap();
+        let image = ImageWant {
+            url: format!("http://127.0.0.1:{port}/os.raw"),
+            checksum: None,
+            checksum_type: String::new(),
+            allowed_prefixes: vec![format!("http://127.0.0.1:{port}/")],
+        };
+        let e = download(&image, &work.path().join("disk"), 1 << 20)
+            .await
+            .unwrap_err();
+        assert!(
+            e.contains("169.254.169.254") && e.contains("does not allow"),
+            "{e}"
         );
     }
 }

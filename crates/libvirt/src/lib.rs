@@ -154,6 +154,26 @@ impl Hypervisor {
         }
     }
 
+    /// An ACPI restart request: the guest restarts itself (as a BMC's GracefulRestart).
+    pub fn reboot(&self, name: &str) -> Result<(), Error> {
+        match self.domain(name)? {
+            Some(d) if d.is_active().unwrap_or(false) => {
+                d.reboot(0).map_err(call(format!("rebooting {name}")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// An ACPI power-button press: the guest shuts itself down (GracefulShutdown).
+    pub fn shutdown(&self, name: &str) -> Result<(), Error> {
+        match self.domain(name)? {
+            Some(d) if d.is_active().unwrap_or(false) => {
+                d.shutdown().map_err(call(format!("shutting {name} down")))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn pool(&self, pool: &str) -> Result<StoragePool, Error> {
         self.conn
             .lookup_storage_pool_by_name(pool)

@@ -6,6 +6,7 @@
 //! bare-metal claim's. The VM is named after the claim's uid (the class's prefix first), so a
 //! claim never gets two, whatever restarts come between.
 
+mod one_shot;
 pub mod status;
 
 use std::collections::BTreeMap;
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use ferrometal_api::annotations as ann;
 use ferrometal_api::claim::conditions as c;
-use ferrometal_api::host_class::{HostClass, LIBVIRT_URI_KEY, LibvirtClass, VM_CLASS};
+use ferrometal_api::host_class::{HostClass, LIBVIRT_URI_KEY, LibvirtClass, VM_CLASS, url_allowed};
 use ferrometal_api::{
     CpuDetails, DiskType, HardwareDataSpec, HardwareDetails, HardwareSystemVendor, HostClaim,
     NamespacedRef, NicDetails, StorageDetails,
@@ -26,13 +27,14 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Map, Value, json};
 
+use self::one_shot::{Request, one_shot};
 use self::status::{Input, Phase};
 use super::context::{ClaimContext, claims, key};
 use super::status::write_new;
 use crate::conditions::now;
 use crate::detached::Found;
 use crate::error::{Error, conflict, not_found};
-use crate::events::event;
+use crate::events::{HostEvent, event};
 use crate::forwarding::DataKind;
 use crate::hardware_data::write_hardware_copy;
 use crate::vm_pass::{self, ConfigDrive, ImageWant, Outcome, Want};
@@ -78,29 +80,39 @@ pub(super) async fn reconcile(
         Found::Idle => false,
     };
     let last = ctx.vm_seen.lock().unwrap().get(&k).cloned();
-    // A one-shot reboot is known by the annotation's value; the token stays until the claim
-    // is seen without it, so a cache that still shows it never resets twice.
-    let reboot = claim
-        .annotations()
-        .get(ann::REBOOT)
-        .map(|v| format!("{}/reboot={v}", claim.uid().unwrap_or_default()));
+    // A one-shot request (reboot first, then an operation) is known by its annotation's value;
+    // the token stays until the claim is seen without it, so a cache that still shows it never
+    // acts twice.
+    let request = match one_shot(claim) {
+        Some(Request::Refused {
+            annotation,
+            reason,
+            note,
+        }) if !deleting => {
+            consumed(claim, ctx, annotation, &event_warning(reason, note)).await?;
+            return Ok(Action::requeue(RETRY));
+        }
+        Some(Request::Act(r)) => Some(r),
+        _ => None,
+    };
+    let token = request.as_ref().map(|r| r.token.clone());
     if fresh
         && matches!(
             last,
             Some((Outcome::Failed { .. } | Outcome::Unreachable, _))
         )
     {
-        // The reset (if that pass was one) did not happen: it is tried again.
+        // The action (if that pass did one) did not happen: it is tried again.
         ctx.set_forwarded(&k, None);
     }
-    match &reboot {
+    match &request {
         None => ctx.set_forwarded(&k, None),
-        Some(token)
-            if ctx.forwarded(&k).as_ref() == Some(token)
+        Some(r)
+            if ctx.forwarded(&k).as_ref() == Some(&r.token)
                 && matches!(last, Some((Outcome::Seen { .. }, _))) =>
         {
             // Done: it leaves the claim, and its removal wakes the claim again.
-            reset_done(claim, ctx, "the virtual machine was reset").await?;
+            consumed(claim, ctx, r.annotation, &event(r.reason, r.done)).await?;
             return Ok(Action::requeue(RETRY));
         }
         Some(_) => {}
@@ -119,6 +131,20 @@ pub(super) async fn reconcile(
                 disk_gib: 1,
             }),
     };
+    let namespace = claim.namespace().unwrap_or_default();
+    if !deleting && !lv.serves_namespace(&namespace) {
+        return not_served(
+            claim,
+            ctx,
+            c::HOST_CLASS_NOT_ALLOWED,
+            format!(
+                "the HostClass {} does not serve claims of namespace {namespace}",
+                class.name_any()
+            ),
+            deleting,
+        )
+        .await;
+    }
     let Some(uri) = connection(lv, ctx).await? else {
         return not_served(
             claim,
@@ -158,6 +184,36 @@ pub(super) async fn reconcile(
         )
         .await;
     }
+    if let Some(i) = image {
+        let checksum_url = i
+            .checksum
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| c.contains("://"));
+        for (field, url) in [
+            ("spec.image.url", Some(i.url.as_str())),
+            ("spec.image.checksum", checksum_url),
+        ] {
+            let Some(url) = url else { continue };
+            if !url_allowed(&lv.image_url_prefixes, url) {
+                let from = if lv.image_url_prefixes.is_empty() {
+                    "http:// or https:// URLs".to_string()
+                } else {
+                    lv.image_url_prefixes.join(", ")
+                };
+                return not_served(
+                    claim,
+                    ctx,
+                    c::INVALID_REQUEST,
+                    format!(
+                        "{field}: {url:?}: the claim's HostClass takes images only from {from}"
+                    ),
+                    deleting,
+                )
+                .await;
+            }
+        }
+    }
     let uid = claim.uid().unwrap_or_default();
     let n = names(lv.name_prefix(), &uid);
     let held_reboot = claim
@@ -165,17 +221,20 @@ pub(super) async fn reconcile(
         .keys()
         .any(|a| a.starts_with(ann::REBOOT_PREFIX));
     let power_on = claim.spec.powered_on && !held_reboot;
-    if reboot.is_some() && !power_on && !deleting {
-        // A VM that is to be off has nothing to reboot: the request is consumed.
-        reset_done(
-            claim,
-            ctx,
-            "the virtual machine is powered off: nothing to reboot",
-        )
-        .await?;
+    if let Some(r) = &request
+        && r.needs_power_on
+        && !deleting
+        && (!power_on || last_power(last.as_ref()).is_some_and(|p| p != Power::On))
+    {
+        // A VM that is (or is to be) off has nothing to restart: the request is consumed.
+        let note = format!("{}: not done, the virtual machine is powered off", r.name);
+        consumed(claim, ctx, r.annotation, &event(r.skipped, note)).await?;
         return Ok(Action::requeue(RETRY));
     }
-    let reset = reboot.is_some() && ctx.forwarded(&k) != reboot;
+    let action = request
+        .as_ref()
+        .filter(|_| ctx.forwarded(&k) != token)
+        .map(|r| r.action);
     let want = Want {
         uri,
         pool: lv.pool().to_string(),
@@ -202,11 +261,12 @@ pub(super) async fn reconcile(
                 .and_then(|t| serde_json::to_value(t).ok())
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default(),
+            allowed_prefixes: lv.image_url_prefixes.clone(),
         }),
         config_drive,
         disk_bytes: u64::from(size.disk_gib) << 30,
         power_on,
-        reset: reset && !deleting,
+        action: action.filter(|_| !deleting),
         remove: deleting || image.is_none(),
         work: std::env::temp_dir().join(format!("ferrometal-vm-{uid}")),
     };
@@ -238,8 +298,8 @@ pub(super) async fn reconcile(
         };
     }
     let running = if !in_line && !retry_later && !blocked_on_data {
-        if want.reset {
-            ctx.set_forwarded(&k, reboot.clone());
+        if want.action.is_some() {
+            ctx.set_forwarded(&k, token.clone());
         }
         let object = ObjectRef::from_obj(claim);
         let claims_cache = ctx.claims.clone();
@@ -337,7 +397,7 @@ fn satisfies(o: &Outcome, want: &Want) -> bool {
     let Outcome::Seen { power, .. } = o else {
         return false;
     };
-    if want.reset {
+    if want.action.is_some() {
         return false;
     }
     match (power, want.remove) {
@@ -496,10 +556,23 @@ async fn data(
 }
 
 /// The one-shot reboot was done: it leaves the claim.
-async fn reset_done(claim: &HostClaim, ctx: &ClaimContext, note: &str) -> Result<(), Error> {
-    let patch = json!({"metadata": {"annotations": {ann::REBOOT: null}}});
-    // A failed write leaves the annotation: its token, recorded before the reset, keeps a
-    // second reset from following, and the next reconcile tries the removal again.
+fn event_warning(reason: &str, note: String) -> HostEvent {
+    HostEvent {
+        warning: true,
+        ..event(reason, note)
+    }
+}
+
+/// Removes a one-shot annotation that was acted on (or refused), with its Event.
+async fn consumed(
+    claim: &HostClaim,
+    ctx: &ClaimContext,
+    annotation: &str,
+    what: &HostEvent,
+) -> Result<(), Error> {
+    let patch = json!({"metadata": {"annotations": {annotation: null}}});
+    // A failed write leaves the annotation: its token, recorded before the action, keeps a
+    // second one from following, and the next reconcile tries the removal again.
     if let Err(e) = claims(ctx, claim)
         .patch(
             &claim.name_any(),
@@ -508,11 +581,11 @@ async fn reset_done(claim: &HostClaim, ctx: &ClaimContext, note: &str) -> Result
         )
         .await
     {
-        tracing::warn!(claim = %key(claim), error = %e, "removing the reboot annotation failed");
+        tracing::warn!(claim = %key(claim), annotation, error = %e, "removing a one-shot annotation failed");
         return Ok(());
     }
     ctx.events
-        .publish_about(claim, &[event("Rebooted", note)])
+        .publish_about(claim, std::slice::from_ref(what))
         .await;
     Ok(())
 }
