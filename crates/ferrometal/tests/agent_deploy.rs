@@ -11,68 +11,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use ferrometal_test_support::peers::FileServer;
-use ferrometal_test_support::vmlab::{
-    Firmware, Lab, Vm, agent_ramdisk, guest_images, lldp_frame, publish,
-};
-use lab_common::{FIRSTBOOT, host, sha256_hex, state};
+use ferrometal_test_support::vmlab::{Firmware, Lab, Vm, guest_images, lldp_frame, publish};
+use lab_common::{FIRSTBOOT, Ports, host, serve_on, sha256_hex, state};
 use serde_json::Value;
-use serve_common::{Serve, free_port, serve};
+use serve_common::Serve;
 
 /// Software emulation: a boot into the ramdisk or the disk takes 6-15 s here; room for load.
 const BOOT: Duration = Duration::from_secs(300);
 
 fn wait_for(s: &Serve, lab: &Lab, vm: &Vm, what: &str, check: impl FnMut() -> bool) {
     lab_common::wait_for(s, lab, vm, BOOT, what, check)
-}
-
-/// The ports one serve with the agent uses, kept for a restart.
-#[derive(Clone, Copy)]
-struct Ports {
-    api_server: u16,
-    agent: u16,
-    media: u16,
-    metrics: u16,
-}
-
-impl Ports {
-    fn free() -> Ports {
-        Ports {
-            api_server: free_port(),
-            agent: free_port(),
-            media: free_port(),
-            metrics: free_port(),
-        }
-    }
-}
-
-/// serve with the agent: its API on a free port that the VMs reach at 10.0.2.2 (QEMU's
-/// user-mode network forwards it to the host's loopback), media on another for sushy-tools.
-fn serve_on(dir: &std::path::Path, ports: Ports, extra: &[&str]) -> Serve {
-    let ramdisk = agent_ramdisk().to_string_lossy().to_string();
-    let listen = format!("127.0.0.1:{}", ports.agent);
-    let url = format!("https://10.0.2.2:{}", ports.agent);
-    let media_listen = format!("127.0.0.1:{}", ports.media);
-    let metrics_listen = format!("127.0.0.1:{}", ports.metrics);
-    let mut flags = vec![
-        "--power-poll-interval",
-        "5",
-        "--error-backoff",
-        "2",
-        "--bmc-timeout",
-        "20",
-        "--agent-ramdisk",
-        &ramdisk,
-        "--agent-listen",
-        &listen,
-        "--agent-url",
-        &url,
-        "--agent-media-listen",
-        &media_listen,
-        "--metrics-listen",
-        &metrics_listen,
-    ];
-    flags.extend_from_slice(extra);
-    serve(dir, ports.api_server, &flags)
 }
 
 /// In-band inspection, then a tenant's HostClaim with a qcow2 image and cloud-init user data:

@@ -1,23 +1,21 @@
 //! HostClaims over two kinds of compute: a libvirt HostClass gives each claim a QEMU VM of its
-//! own on the lab's libvirt; a claim without a class gets a BareMetalHost (a lab VM behind
-//! sushy-tools) as before. Boots are proven by the guests' consoles, power by libvirt's view of
+//! own on the lab's libvirt; a claim on the bare-metal class gets a BareMetalHost (a lab VM
+//! behind sushy-tools), whose disk ferrometal's deploy agent writes. Boots are proven by the guests' consoles, power by libvirt's view of
 //! the domains, removal by libvirt no longer knowing them or their volumes.
 
 mod lab_common;
 mod serve_common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferrometal_test_support::peers::FileServer;
-use ferrometal_test_support::vmlab::{Firmware, Lab, guest_images, publish};
-use lab_common::sha256_hex;
+use ferrometal_test_support::vmlab::{Firmware, Lab, Vm, guest_images, publish};
+use lab_common::{FIRSTBOOT, Ports, host, serve_on, sha256_hex, state};
 use serde_json::Value;
 use serve_common::{Serve, free_port, serve};
 
-const FIRSTBOOT: &str = "FERROMETAL-FIRSTBOOT";
-const LIVE_MARKER: &str = "FERROMETAL-LIVE-ISO booted";
 /// Writing the image and booting under software emulation, on a loaded 2-core machine.
 const BOOT: Duration = Duration::from_secs(300);
 
@@ -132,47 +130,96 @@ fn file_sum(path: &std::path::Path) -> String {
     sha256_hex(&std::fs::read(path).unwrap())
 }
 
-/// One tenant namespace, three claims: two on a libvirt class (a raw and a qcow2 image, each
-/// with its own user data, one asking for a second CPU) and one without a class, served by a
-/// lab VM behind sushy-tools (a live ISO). All boot; the VM claims' guests print their own
-/// hostname and user-data hash; power off/on and a reboot through a claim act on its VM only;
-/// deleting the claims removes the VMs and their volumes and frees the host. What the tenant
-/// reads names no libvirt URI, connection Secret or host.
+/// A claim on the bare-metal class `metal`, for a lab host labelled `pool=lab`, of the image at
+/// `url` (as the lab VMs reach it) in `format`, with user data `<name>-ud`.
+fn metal_claim(name: &str, url: &str, format: &str, sum: &str) -> String {
+    format!(
+        "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata:\n  name: {name}\n  annotations: {{ferrometal.io/host-class: metal}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: lab}}}}\n  userData: {{name: {name}-ud}}\n  image: {{url: \"{url}\", format: {format}, checksum: \"{sum}\", checksumType: sha256}}\n"
+    )
+}
+
+/// The lab VM whose BareMetalHost the claim `name` holds (its consumerRef names the claim).
+fn host_of<'a>(s: &Serve, lab: &'a Lab, name: &str) -> Option<&'a Vm> {
+    lab.summary.vms.iter().find(|vm| {
+        let h = host(s, "infra", &vm.name);
+        h["spec"]["consumerRef"]["name"] == name && h["spec"]["consumerRef"]["kind"] == "HostClaim"
+    })
+}
+
+fn patch_power(s: &Serve, alice: &Path, name: &str, on: bool) {
+    let o = s.kubectl_with(
+        alice,
+        &[
+            "patch",
+            "hostclaim",
+            name,
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"spec":{{"poweredOn":{on}}}}}"#),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Annotates the claim `name` as its tenant: `reboot.metal3.io=`, `ferrometal.io/operation=…`.
+fn annotate(s: &Serve, alice: &Path, name: &str, annotation: &str) {
+    let o = s.kubectl_with(alice, &["annotate", "hostclaim", name, annotation], None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The hybrid scenario. One tenant namespace, four claims, all of the lab's disk image with user
+/// data of their own: two on the bare-metal class (lab VMs behind sushy-tools, enrolled as
+/// BareMetalHosts; ferrometal's deploy agent writes the image, qcow2 on one and raw on the
+/// other) and two on a libvirt class (VMs of their own, the same image raw and qcow2, one asking
+/// for a second CPU). All four boot and print their own host name and user-data hash; power
+/// off/on, a reboot and a power cycle through each claim act on its machine and no other;
+/// deleting the four frees the hosts and removes the VMs and their volumes. What the tenant
+/// reads names no libvirt URI, connection Secret or BMC.
 #[test]
 fn one_claim_api_serves_vms_and_bare_metal_side_by_side() {
-    let lab = Lab::up(1, Firmware::Legacy, "infra");
+    let lab = Lab::up_with_disk(2, Firmware::Legacy, "infra", "5G");
     let files = FileServer::start();
     let images = guest_images();
     publish(files.dir.path(), "disk.raw", &images.disk_raw);
     publish(files.dir.path(), "disk.qcow2", &images.disk_qcow2);
-    publish(files.dir.path(), "live.iso", &images.live_iso);
+    let (raw_sum, qcow_sum) = (file_sum(&images.disk_raw), file_sum(&images.disk_qcow2));
     let dir = tempfile::tempdir().unwrap();
-    let s = serve(
-        dir.path(),
-        free_port(),
-        &["--power-poll-interval", "5", "--error-backoff", "2"],
-    );
-    let host = lab.vm(0).clone();
+    let s = serve_on(dir.path(), Ports::free(), &[]);
     s.ok(&["create", "namespace", "infra"]);
     s.ok(&["create", "namespace", "tenant-a"]);
-    s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
-    s.ok(&["label", "bmh", "-n", "infra", &host.name, "pool=lab"]);
+    // No cleaning (the agent's tests clean): the deploys here are the point, and the time.
+    let manifests = lab.manifests().replace(
+        "  online: false\n",
+        "  online: false\n  automatedCleaningMode: disabled\n",
+    );
+    assert!(manifests.contains("automatedCleaningMode: disabled"));
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&manifests));
+    for vm in &lab.summary.vms {
+        s.ok(&["label", "bmh", "-n", "infra", &vm.name, "pool=lab"]);
+    }
+    for vm in &lab.summary.vms {
+        until(&s, &format!("{} available", vm.name), BOOT, || {
+            state(&host(&s, "infra", &vm.name)) == "available"
+        });
+    }
     s.lend("infra", "tenant-a");
     let alice = s.tenant("alice", "tenant-a");
 
     let (prefix, console_dir) = lab_class(&s, &lab, "qemu:///system", "legacy");
+    s.kubectl_stdin(
+        &["apply", "-f", "-"],
+        Some("apiVersion: ferrometal.io/v1alpha1\nkind: HostClass\nmetadata: {name: metal}\nspec: {provider: baremetal}\n"),
+    );
     // The tenant reads classes, and writes none.
     let o = s.kubectl_with(&alice, &["get", "hostclasses"], None);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = s.kubectl_with(&alice, &["delete", "hostclass", "lab-vms"], None);
     assert!(!o.status.success(), "a tenant deleted a HostClass");
 
-    // Three claims from one namespace, each with its own user data.
-    let mut apply = String::new();
-    for (name, data) in [
-        ("vm-raw", "#!/bin/sh\necho raw\n"),
-        ("vm-qcow", "#!/bin/sh\necho qcow\n"),
-    ] {
+    // Four claims from one namespace, each with its own user data.
+    let user_data = |name: &str| format!("#!/bin/sh\necho {name}\n");
+    for name in ["vm-raw", "vm-qcow", "metal-a", "metal-b", "vm-bad"] {
         let o = s.kubectl_with(
             &alice,
             &[
@@ -180,41 +227,36 @@ fn one_claim_api_serves_vms_and_bare_metal_side_by_side() {
                 "secret",
                 "generic",
                 &format!("{name}-ud"),
-                &format!("--from-literal=userData={data}"),
+                &format!("--from-literal=userData={}", user_data(name)),
             ],
             None,
         );
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
-    apply.push_str(&vm_claim(
-        "vm-raw",
-        "lab-vms",
-        &files.url("disk.raw"),
-        &file_sum(&images.disk_raw),
-        "",
-    ));
-    apply.push_str("---\n");
-    apply.push_str(&vm_claim(
-        "vm-qcow",
-        "lab-vms",
-        &files.url("disk.qcow2"),
-        &file_sum(&images.disk_qcow2),
-        ", vm.ferrometal.io/cpus: \"2\"",
-    ));
-    apply.push_str("---\n");
-    apply.push_str(&format!(
-        "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata: {{name: metal}}\nspec:\n  poweredOn: true\n  hostSelector: {{matchLabels: {{pool: lab}}}}\n  image: {{url: \"{}\", format: live-iso}}\n",
-        files.url("live.iso")
-    ));
+    // The lab VMs reach the file server at QEMU's user-network address of the host.
+    let lab_url = |file: &str| format!("http://10.0.2.2:{}/{file}", files.port);
+    let apply = [
+        vm_claim("vm-raw", "lab-vms", &files.url("disk.raw"), &raw_sum, ""),
+        vm_claim(
+            "vm-qcow",
+            "lab-vms",
+            &files.url("disk.qcow2"),
+            &qcow_sum,
+            ", vm.ferrometal.io/cpus: \"2\"",
+        ),
+        metal_claim("metal-a", &lab_url("disk.qcow2"), "qcow2", &qcow_sum),
+        metal_claim("metal-b", &lab_url("disk.raw"), "raw", &raw_sum),
+        // A checksum that does not match keeps nothing running, and says so.
+        vm_claim(
+            "vm-bad",
+            "lab-vms",
+            &files.url("disk.raw"),
+            &"0".repeat(64),
+            "",
+        ),
+    ]
+    .join("---\n");
     let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&apply));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    // A checksum that does not match keeps nothing running, and says so.
-    let bad = format!(
-        "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata:\n  name: vm-bad\n  annotations: {{ferrometal.io/host-class: lab-vms}}\nspec:\n  poweredOn: true\n  image: {{url: \"{}\", checksum: \"{}\", checksumType: sha256}}\n",
-        files.url("disk.raw"),
-        "0".repeat(64)
-    );
-    let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&bad));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
     let uid = |name: &str| {
@@ -227,29 +269,62 @@ fn one_claim_api_serves_vms_and_bare_metal_side_by_side() {
         format!("{prefix}{}", uid("vm-raw")),
         format!("{prefix}{}", uid("vm-qcow")),
     );
-    let console = |dom: &str| console_dir.join(format!("{dom}.console.log"));
-
-    // Both VMs boot their images with their own config drives.
-    for (name, dom, data) in [
-        ("vm-raw", &raw_dom, "#!/bin/sh\necho raw\n"),
-        ("vm-qcow", &qcow_dom, "#!/bin/sh\necho qcow\n"),
-    ] {
-        until(&s, &format!("{name} boots"), BOOT, || {
-            !console_lines(&console(dom), 0, FIRSTBOOT).is_empty()
+    // Each claim's machine: its console, and how libvirt sees it.
+    struct Machine {
+        claim: &'static str,
+        domain: String,
+        console: PathBuf,
+        hostname: String,
+    }
+    let mut machines = vec![];
+    for (claim, dom) in [("vm-raw", &raw_dom), ("vm-qcow", &qcow_dom)] {
+        machines.push(Machine {
+            claim,
+            domain: dom.clone(),
+            console: console_dir.join(format!("{dom}.console.log")),
+            hostname: claim.to_string(),
         });
-        let line = console_lines(&console(dom), 0, FIRSTBOOT).remove(0);
-        assert!(line.contains(&format!("\"hostname\":\"{name}\"")), "{line}");
-        assert!(line.contains(&sha256_hex(data.as_bytes())), "{line}");
-        until(
-            &s,
-            &format!("{name} ready"),
-            Duration::from_secs(120),
-            || {
-                let c = claim_json(&s, "tenant-a", name);
-                is_true(&c, "Ready") && c["status"]["poweredOn"] == true
-            },
+    }
+    for claim in ["metal-a", "metal-b"] {
+        until(&s, &format!("{claim} bound"), BOOT, || {
+            host_of(&s, &lab, claim).is_some()
+        });
+        let vm = host_of(&s, &lab, claim).unwrap();
+        machines.push(Machine {
+            claim,
+            domain: vm.name.clone(),
+            console: vm.console_log.clone(),
+            hostname: vm.name.clone(),
+        });
+    }
+    assert_ne!(machines[2].domain, machines[3].domain);
+
+    // All four boot the image with their own config drives.
+    for m in &machines {
+        until(&s, &format!("{} boots", m.claim), BOOT, || {
+            !console_lines(&m.console, 0, FIRSTBOOT).is_empty()
+        });
+        let line = console_lines(&m.console, 0, FIRSTBOOT).remove(0);
+        assert!(
+            line.contains(&format!("\"hostname\":\"{}\"", m.hostname)),
+            "{line}"
         );
-        assert_eq!(domain_state(dom), "running");
+        assert!(
+            line.contains(&sha256_hex(user_data(m.claim).as_bytes())),
+            "{}: {line}",
+            m.claim
+        );
+        assert!(line.contains("\"source\":\"config-2\""), "{line}");
+        until(&s, &format!("{} ready", m.claim), BOOT, || {
+            let c = claim_json(&s, "tenant-a", m.claim);
+            is_true(&c, "Ready") && c["status"]["poweredOn"] == true
+        });
+        assert_eq!(domain_state(&m.domain), "running");
+    }
+    // The agent wrote the hosts' disks.
+    for m in &machines[2..] {
+        let console = std::fs::read_to_string(&m.console).unwrap_or_default();
+        assert!(console.contains("ferrometal-agent: deploying"), "{console}");
     }
     // The tenant reads what its VM is, as a bare-metal claim's inspection data.
     let hd: Value = serde_json::from_slice(
@@ -277,11 +352,6 @@ fn one_claim_api_serves_vms_and_bare_metal_side_by_side() {
     // The second CPU asked for, within the class's limit.
     assert!(virsh(&["dumpxml", &qcow_dom]).contains("<vcpu placement='static'>2</vcpu>"));
     assert!(virsh(&["dumpxml", &raw_dom]).contains("<vcpu placement='static'>1</vcpu>"));
-    // The bare-metal claim's host boots the live ISO.
-    lab.wait_console(&host, LIVE_MARKER, 0, BOOT);
-    until(&s, "the bare-metal claim ready", BOOT, || {
-        is_true(&claim_json(&s, "tenant-a", "metal"), "Ready")
-    });
     // The image whose checksum is wrong: no VM, and the tenant reads why.
     until(
         &s,
@@ -308,7 +378,7 @@ fn one_claim_api_serves_vms_and_bare_metal_side_by_side() {
     let seen = String::from_utf8_lossy(
         &s.kubectl_with(
             &alice,
-            &["get", "hostclaims,hostclasses", "-o", "yaml"],
+            &["get", "hostclaims,hostclasses,hardwaredata", "-o", "yaml"],
             None,
         )
         .stdout,
@@ -319,9 +389,9 @@ fn one_claim_api_serves_vms_and_bare_metal_side_by_side() {
     for secret in ["qemu:///system", "/var/lib/libvirt", &bmc, &lab.password()] {
         assert!(!seen.contains(secret), "{secret} in {seen}");
     }
-    for claim in ["vm-raw", "vm-qcow"] {
+    for m in &machines {
         let c = String::from_utf8_lossy(
-            &s.kubectl_with(&alice, &["get", "hostclaim", claim, "-o", "yaml"], None)
+            &s.kubectl_with(&alice, &["get", "hostclaim", m.claim, "-o", "yaml"], None)
                 .stdout,
         )
         .to_string();
@@ -335,58 +405,110 @@ fn one_claim_api_serves_vms_and_bare_metal_side_by_side() {
     );
     assert!(!o.status.success(), "a tenant read the libvirt connection");
 
-    // Power off through one claim: its VM stops, the other runs on.
-    s.ok(&[
-        "patch",
-        "hostclaim",
-        "-n",
-        "tenant-a",
-        "vm-raw",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"poweredOn":false}}"#,
-    ]);
-    until(&s, "vm-raw off", Duration::from_secs(120), || {
-        domain_state(&raw_dom) == "shut off"
-            && claim_json(&s, "tenant-a", "vm-raw")["status"]["poweredOn"] != true
+    // Power and reboots through the claims, in three rounds over two halves (a VM and a host
+    // each): each round acts on one half through its claims, and the other half shows it was
+    // not touched.
+    let size = |m: &Machine| std::fs::metadata(&m.console).map_or(0, |x| x.len() as usize);
+    let booted_again = |m: &Machine, after: usize| {
+        until(&s, &format!("{} boots again", m.claim), BOOT, || {
+            !console_lines(&m.console, after, FIRSTBOOT).is_empty()
+        });
+    };
+    let off = |m: &Machine| {
+        until(&s, &format!("{} off", m.claim), BOOT, || {
+            domain_state(&m.domain) == "shut off"
+                && claim_json(&s, "tenant-a", m.claim)["status"]["poweredOn"] != true
+        });
+    };
+    let (one, other): (Vec<&Machine>, Vec<&Machine>) = machines
+        .iter()
+        .partition(|m| m.claim == "vm-raw" || m.claim == "metal-a");
+    // 1. The first half off, the other half rebooted.
+    let marks: Vec<usize> = other.iter().map(|m| size(m)).collect();
+    for m in &one {
+        patch_power(&s, &alice, m.claim, false);
+    }
+    for m in &other {
+        annotate(&s, &alice, m.claim, "reboot.metal3.io=");
+    }
+    for m in &one {
+        off(m);
+    }
+    for (m, after) in other.iter().zip(&marks) {
+        booted_again(m, *after);
+        assert_eq!(domain_state(&m.domain), "running", "{}", m.claim);
+    }
+    for m in &one {
+        assert_eq!(domain_state(&m.domain), "shut off", "{}", m.claim);
+    }
+    // 2. The first half on again, the other half off.
+    let marks: Vec<usize> = one.iter().map(|m| size(m)).collect();
+    for m in &one {
+        patch_power(&s, &alice, m.claim, true);
+    }
+    for m in &other {
+        patch_power(&s, &alice, m.claim, false);
+    }
+    for (m, after) in one.iter().zip(&marks) {
+        booted_again(m, *after);
+    }
+    for m in &other {
+        off(m);
+    }
+    // 3. The other half on, the first power-cycled (ferrometal's operation annotation).
+    let marks_one: Vec<usize> = one.iter().map(|m| size(m)).collect();
+    let marks_other: Vec<usize> = other.iter().map(|m| size(m)).collect();
+    for m in &other {
+        patch_power(&s, &alice, m.claim, true);
+    }
+    for m in &one {
+        annotate(&s, &alice, m.claim, "ferrometal.io/operation=PowerCycle");
+    }
+    for (m, after) in other.iter().zip(&marks_other) {
+        booted_again(m, *after);
+    }
+    for (m, after) in one.iter().zip(&marks_one) {
+        booted_again(m, *after);
+    }
+    for m in &machines {
+        until(
+            &s,
+            &format!("{}'s one-shot annotations consumed, powered on", m.claim),
+            Duration::from_secs(120),
+            || {
+                let c = claim_json(&s, "tenant-a", m.claim);
+                let a = &c["metadata"]["annotations"];
+                a.get("reboot.metal3.io").is_none()
+                    && a.get("ferrometal.io/operation").is_none()
+                    && c["status"]["poweredOn"] == true
+            },
+        );
+        assert_eq!(domain_state(&m.domain), "running", "{}", m.claim);
+    }
+
+    // The tenant reads what was done, and an operation a VM cannot do is refused, not kept.
+    annotate(&s, &alice, "vm-qcow", "ferrometal.io/operation=PxeOnce");
+    until(&s, "PxeOnce refused", Duration::from_secs(60), || {
+        claim_json(&s, "tenant-a", "vm-qcow")["metadata"]["annotations"]
+            .get("ferrometal.io/operation")
+            .is_none()
     });
+    let events = String::from_utf8_lossy(
+        &s.kubectl_with(&alice, &["get", "events", "-o", "yaml"], None)
+            .stdout,
+    )
+    .to_string();
+    for text in [
+        "OperationNotSupported",
+        "PowerCycle issued: the virtual machine was powered off and on",
+        "the virtual machine was reset",
+    ] {
+        assert!(events.contains(text), "{text} in {events}");
+    }
+    for secret in ["qemu:///system", &bmc, &lab.password(), &prefix] {
+        assert!(!events.contains(secret), "{secret} in {events}");
+    }
     assert_eq!(domain_state(&qcow_dom), "running");
-    let before = std::fs::metadata(console(&raw_dom)).unwrap().len() as usize;
-    s.ok(&[
-        "patch",
-        "hostclaim",
-        "-n",
-        "tenant-a",
-        "vm-raw",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"poweredOn":true}}"#,
-    ]);
-    until(&s, "vm-raw boots again", BOOT, || {
-        !console_lines(&console(&raw_dom), before, "FERROMETAL").is_empty()
-    });
-    // A reboot through the other claim: its VM boots again, and the annotation is consumed.
-    let before = std::fs::metadata(console(&qcow_dom)).unwrap().len() as usize;
-    let o = s.kubectl_with(
-        &alice,
-        &["annotate", "hostclaim", "vm-qcow", "reboot.metal3.io="],
-        None,
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    until(&s, "vm-qcow reboots", BOOT, || {
-        !console_lines(&console(&qcow_dom), before, "FERROMETAL").is_empty()
-    });
-    until(
-        &s,
-        "the reboot annotation consumed",
-        Duration::from_secs(60),
-        || {
-            claim_json(&s, "tenant-a", "vm-qcow")["metadata"]["annotations"]
-                .get("reboot.metal3.io")
-                .is_none()
-        },
-    );
-    assert_eq!(domain_state(&raw_dom), "running");
 
     // A claim stays with the class that made its VM: pointing it elsewhere afterwards changes
     // nothing, and its deletion still removes that VM.
@@ -407,10 +529,10 @@ fn one_claim_api_serves_vms_and_bare_metal_side_by_side() {
         "lab-vms"
     );
 
-    // Deleting the claims removes the VMs and their volumes, and frees the host.
+    // Deleting the claims removes the VMs and their volumes, and frees the hosts.
     let o = s.kubectl_with(
         &alice,
-        &["delete", "hostclaims", "--all", "--timeout=240s"],
+        &["delete", "hostclaims", "--all", "--timeout=300s"],
         None,
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -418,29 +540,28 @@ fn one_claim_api_serves_vms_and_bare_metal_side_by_side() {
     assert!(!all.contains(&prefix), "{all}");
     let vols = volumes();
     assert!(!vols.contains(&prefix), "{vols}");
-    until(&s, "the host available again", BOOT, || {
-        s.ok(&[
-            "get",
-            "bmh",
-            "-n",
-            "infra",
-            &host.name,
-            "-o",
-            "jsonpath={.status.provisioning.state}",
-        ]) == "available"
-    });
+    for m in &machines[2..] {
+        until(&s, &format!("{} available again", m.domain), BOOT, || {
+            let h = host(&s, "infra", &m.domain);
+            state(&h) == "available" && h["spec"].get("consumerRef").is_none()
+        });
+    }
 }
 
-/// A class whose libvirt cannot be reached: the claim says so, and gets its VM (UEFI, without
-/// Secure Boot) once the class's connection is mended. A claim naming no existing class is
-/// told so.
+/// A class whose libvirt cannot be reached: the claim says so (naming no socket), and a claim
+/// naming no class that exists is told so. Once the class's connection is mended the claim's VM
+/// is made (UEFI, without Secure Boot), and serve is SIGKILLed while it is (the image on its way,
+/// throttled): after the restart the claim completes with exactly one VM and its two volumes,
+/// and deleting the claims leaves nothing in libvirt.
 #[test]
-fn a_claim_waits_for_an_unreachable_class_and_binds_when_it_is_back() {
+fn a_vm_claim_waits_for_its_hypervisor_and_survives_a_killed_serve() {
     let lab = Lab::up(1, Firmware::Legacy, "infra");
-    let files = FileServer::start();
+    // Slow enough that the kill lands while the image is still on its way.
+    let files = FileServer::throttled(2 << 20);
     publish(files.dir.path(), "disk.qcow2", &guest_images().disk_qcow2);
     let dir = tempfile::tempdir().unwrap();
-    let s = serve(dir.path(), free_port(), &["--error-backoff", "2"]);
+    let port = free_port();
+    let mut s = serve(dir.path(), port, &["--error-backoff", "2"]);
     s.ok(&["create", "namespace", "infra"]);
     s.ok(&["create", "namespace", "tenant-a"]);
     let alice = s.tenant("alice", "tenant-a");
@@ -476,6 +597,51 @@ fn a_claim_waits_for_an_unreachable_class_and_binds_when_it_is_back() {
     let lost = "apiVersion: metal3.io/v1alpha1\nkind: HostClaim\nmetadata:\n  name: lost\n  annotations: {ferrometal.io/host-class: no-such-class}\nspec: {poweredOn: true}\n";
     let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(lost));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A class for another team's namespace, and one that takes images from one server only.
+    let console = console_dir.to_str().unwrap();
+    let restricted = [
+        class_yaml("team-b-vms", "lab-libvirt", &prefix, console, "legacy")
+            + "    namespaces: [team-b]\n",
+        class_yaml("mirror-vms", "lab-libvirt", &prefix, console, "legacy")
+            + "    imageUrlPrefixes: [\"http://images.invalid/\"]\n",
+    ]
+    .join("---\n");
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&restricted));
+    let image_url = files.url("disk.qcow2");
+    let sum = file_sum(&guest_images().disk_qcow2);
+    let elsewhere = [
+        vm_claim("elsewhere", "team-b-vms", &image_url, &sum, ""),
+        vm_claim("mirrored", "mirror-vms", &image_url, &sum, ""),
+    ]
+    .join("---\n")
+    .replace("  userData: {name: elsewhere-ud}\n", "")
+    .replace("  userData: {name: mirrored-ud}\n", "");
+    let o = s.kubectl_with(&alice, &["apply", "-f", "-"], Some(&elsewhere));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (claim, reason, text) in [
+        (
+            "elsewhere",
+            "HostClassNotAllowed",
+            "namespace tenant-a".to_string(),
+        ),
+        (
+            "mirrored",
+            "InvalidRequest",
+            format!("spec.image.url: \"{image_url}\""),
+        ),
+    ] {
+        until(
+            &s,
+            &format!("{claim}: {reason}"),
+            Duration::from_secs(60),
+            || {
+                let c = claim_json(&s, "tenant-a", claim);
+                condition(&c, "Associated").is_some_and(|a| {
+                    a["reason"] == reason && a["message"].as_str().unwrap_or("").contains(&text)
+                })
+            },
+        );
+    }
 
     until(
         &s,
@@ -486,7 +652,12 @@ fn a_claim_waits_for_an_unreachable_class_and_binds_when_it_is_back() {
             condition(&c, "Associated").is_some_and(|a| a["reason"] == "HypervisorUnreachable")
         },
     );
-    let seen = s.ok(&["get", "hostclaim", "-n", "tenant-a", "vm", "-o", "yaml"]);
+    let seen = String::from_utf8_lossy(
+        &s.kubectl_with(&alice, &["get", "hostclaim", "vm", "-o", "yaml"], None)
+            .stdout,
+    )
+    .to_string();
+    assert!(seen.contains("HypervisorUnreachable"), "{seen}");
     assert!(!seen.contains("no-libvirt.sock"), "{seen}");
     until(
         &s,
@@ -504,7 +675,7 @@ fn a_claim_waits_for_an_unreachable_class_and_binds_when_it_is_back() {
         },
     );
 
-    // The connection mended: the claim gets its VM, which boots.
+    // The connection mended: the VM is being made when serve is killed.
     s.ok(&[
         "patch",
         "secret",
@@ -515,60 +686,6 @@ fn a_claim_waits_for_an_unreachable_class_and_binds_when_it_is_back() {
         "-p",
         r#"{"stringData":{"uri":"qemu:///system"}}"#,
     ]);
-    let uid = claim_json(&s, "tenant-a", "vm")["metadata"]["uid"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let dom = format!("{prefix}{uid}");
-    let log = console_dir.join(format!("{dom}.console.log"));
-    until(&s, "the VM boots", BOOT, || {
-        !console_lines(&log, 0, FIRSTBOOT).is_empty()
-    });
-    until(&s, "the claim ready", Duration::from_secs(120), || {
-        is_true(&claim_json(&s, "tenant-a", "vm"), "Ready")
-    });
-    let o = s.kubectl_with(
-        &alice,
-        &["delete", "hostclaims", "--all", "--timeout=120s"],
-        None,
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(!virsh(&["list", "--all", "--name"]).contains(&prefix));
-    assert!(!volumes().contains(&prefix));
-}
-
-/// serve SIGKILLed while a claim's VM is being made (its image on its way, throttled): after the
-/// restart the claim completes with exactly one VM and its two volumes, and deleting it leaves
-/// nothing in libvirt.
-#[test]
-fn a_vm_claim_completes_after_serve_is_killed_mid_creation() {
-    let lab = Lab::up(1, Firmware::Legacy, "infra");
-    // Slow enough that the kill lands while the image is still on its way.
-    let files = FileServer::throttled(4 << 20);
-    publish(files.dir.path(), "disk.raw", &guest_images().disk_raw);
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let mut s = serve(dir.path(), port, &["--error-backoff", "2"]);
-    s.ok(&["create", "namespace", "infra"]);
-    s.ok(&["create", "namespace", "tenant-a"]);
-    let (prefix, console_dir) = lab_class(&s, &lab, "qemu:///system", "legacy");
-    s.ok(&[
-        "create",
-        "secret",
-        "generic",
-        "-n",
-        "tenant-a",
-        "vm-ud",
-        "--from-literal=userData=#!/bin/sh",
-    ]);
-    let claim = vm_claim(
-        "vm",
-        "lab-vms",
-        &files.url("disk.raw"),
-        &file_sum(&guest_images().disk_raw),
-        "",
-    );
-    s.kubectl_stdin(&["apply", "-n", "tenant-a", "-f", "-"], Some(&claim));
     let uid = claim_json(&s, "tenant-a", "vm")["metadata"]["uid"]
         .as_str()
         .unwrap()
@@ -591,6 +708,8 @@ fn a_vm_claim_completes_after_serve_is_killed_mid_creation() {
     until(&s, "the VM boots after the restart", BOOT, || {
         !console_lines(&log, 0, FIRSTBOOT).is_empty()
     });
+    let line = console_lines(&log, 0, FIRSTBOOT).remove(0);
+    assert!(line.contains("\"boot\":\"uefi\""), "{line}");
     until(&s, "the claim ready", Duration::from_secs(120), || {
         is_true(&claim_json(&s, "tenant-a", "vm"), "Ready")
     });
@@ -607,10 +726,10 @@ fn a_vm_claim_completes_after_serve_is_killed_mid_creation() {
     assert_eq!(disks, 2, "{}", volumes());
     s.ok(&[
         "delete",
-        "hostclaim",
+        "hostclaims",
         "-n",
         "tenant-a",
-        "vm",
+        "--all",
         "--timeout=120s",
     ]);
     assert!(!virsh(&["list", "--all", "--name"]).contains(&prefix));

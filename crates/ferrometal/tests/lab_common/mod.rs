@@ -1,14 +1,14 @@
-//! What the tests that deploy disk images on lab VMs share: reading a host, waiting with
-//! everything needed to see why not (the host, the VM's console, serve's and Ironic's logs),
-//! and the SHA-256 the first-boot line prints.
+//! What the tests that deploy disk images on lab VMs share: serve with ferrometal's deploy
+//! agent, reading a host, waiting with everything needed to see why not (the host, the VM's
+//! console, serve's and Ironic's logs), and the SHA-256 the first-boot line prints.
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 
-use ferrometal_test_support::vmlab::{Lab, Vm};
+use ferrometal_test_support::vmlab::{Lab, Vm, agent_ramdisk};
 use serde_json::Value;
 
-use crate::serve_common::{Serve, tail_of};
+use crate::serve_common::{Serve, free_port, serve, tail_of};
 
 /// The line the lab's disk image prints on its first boot.
 pub const FIRSTBOOT: &str = "FERROMETAL-FIRSTBOOT";
@@ -86,4 +86,54 @@ pub fn sha256_hex(data: &[u8]) -> String {
         .next()
         .unwrap()
         .to_string()
+}
+
+/// The ports one serve with the agent uses, kept for a restart.
+#[derive(Clone, Copy)]
+pub struct Ports {
+    pub api_server: u16,
+    pub agent: u16,
+    pub media: u16,
+    pub metrics: u16,
+}
+
+impl Ports {
+    pub fn free() -> Ports {
+        Ports {
+            api_server: free_port(),
+            agent: free_port(),
+            media: free_port(),
+            metrics: free_port(),
+        }
+    }
+}
+
+/// serve with the agent: its API on a free port that the VMs reach at 10.0.2.2 (QEMU's
+/// user-mode network forwards it to the host's loopback), media on another for sushy-tools.
+pub fn serve_on(dir: &std::path::Path, ports: Ports, extra: &[&str]) -> Serve {
+    let ramdisk = agent_ramdisk().to_string_lossy().to_string();
+    let listen = format!("127.0.0.1:{}", ports.agent);
+    let url = format!("https://10.0.2.2:{}", ports.agent);
+    let media_listen = format!("127.0.0.1:{}", ports.media);
+    let metrics_listen = format!("127.0.0.1:{}", ports.metrics);
+    let mut flags = vec![
+        "--power-poll-interval",
+        "5",
+        "--error-backoff",
+        "2",
+        "--bmc-timeout",
+        "20",
+        "--agent-ramdisk",
+        &ramdisk,
+        "--agent-listen",
+        &listen,
+        "--agent-url",
+        &url,
+        "--agent-media-listen",
+        &media_listen,
+        "--metrics-listen",
+        &metrics_listen,
+    ];
+    flags.extend_from_slice(extra);
+    serve(dir, ports.api_server, &flags)
 }
