@@ -270,16 +270,16 @@ pub async fn run(
     let gate = config.bmc_gate();
     let rufio = async {
         if config.rufio {
-            let ctx = Arc::new(rufio::RufioContext {
-                client: client.clone(),
-                task_timeout: std::time::Duration::from_secs(600),
-                machine_poll: config
+            let (ctx, woken) = rufio::context(
+                client.clone(),
+                std::time::Duration::from_secs(600),
+                config
                     .power_poll_interval
                     .max(std::time::Duration::from_secs(1)),
-                bmc_timeout: std::time::Duration::from_secs(20),
-                gate: gate.clone(),
-            });
-            rufio::run(ctx, config.concurrency, shutdown.clone()).await;
+                std::time::Duration::from_secs(20),
+                gate.clone(),
+            );
+            rufio::run(ctx, woken, config.concurrency, shutdown.clone()).await;
         }
     };
     // One credentials cache for every controller that reaches a host's BMC.

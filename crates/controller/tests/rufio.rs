@@ -396,3 +396,64 @@ async fn a_machine_speaking_https_to_a_plain_http_bmc_is_told_the_fix() {
     })
     .await;
 }
+
+/// A BMC that accepts connections and never answers holds no worker: with one worker per
+/// kind, a Machine created after the hanging one is read (and a Job on it completes) while
+/// the hanging Machine's read is still waiting for its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_bmc_holds_no_worker() {
+    // Connections queue in the backlog; nothing is ever read or written.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let emu = ferrometal_emulator::Emulator::start(
+        ferrometal_emulator::EmulatorConfig {
+            systems: 1,
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let stack = Stack::start_with(
+        Arc::new(FixtureProvisioner::new()),
+        ferrometal_controller::ControllerConfig {
+            concurrency: 1,
+            ..stack::fast_config()
+        },
+    )
+    .await;
+    stack.secret("bmc", "password").await;
+    let machines: Api<Machine> = Api::namespaced(stack.client.clone(), NS);
+    create(
+        &machines,
+        json!({"apiVersion": "bmc.tinkerbell.org/v1alpha1", "kind": "Machine",
+               "metadata": {"name": "stuck"},
+               "spec": {"connection": {"host": "http://127.0.0.1", "port": silent_port,
+                        "authSecretRef": {"name": "bmc", "namespace": NS},
+                        "providerOptions": {"redfish": {"systemName": "sys-0"}}}}}),
+    )
+    .await;
+    // The hanging read is under way before the good Machine exists.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (machine, job) = machine_and_job(
+        &stack,
+        json!({"host": "http://127.0.0.1", "port": emu.addr().port(),
+               "authSecretRef": {"name": "bmc", "namespace": NS},
+               "providerOptions": {"redfish": {"systemName": "sys-0"}}}),
+        json!([{"powerAction": "on"}]),
+    )
+    .await;
+    assert!(is_true(&machine.status.unwrap().conditions, "Contactable"));
+    assert!(is_true(&job.status.unwrap().conditions, "Completed"));
+    assert_eq!(emu.state(0).power_state.as_str(), "On");
+    let stuck = machines.get("stuck").await.unwrap();
+    assert!(
+        stuck
+            .status
+            .as_ref()
+            .is_none_or(|s| s.conditions.iter().all(|c| c.type_ != "Contactable")),
+        "the hanging BMC's read ended first: {:?}",
+        stuck.status
+    );
+    drop(silent);
+}

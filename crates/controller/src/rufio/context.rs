@@ -3,7 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrometal_api::rufio::{Machine, Task};
+
+use super::reconcile::{MachineRead, TaskCall};
 use crate::bmc_gate::BmcGate;
+use crate::detached::Detached;
 
 /// Shared by the three reconcilers.
 pub struct RufioContext {
@@ -15,4 +19,9 @@ pub struct RufioContext {
     pub bmc_timeout: Duration,
     /// Per-BMC limits and breakers, shared with the host controller.
     pub gate: Arc<BmcGate>,
+    /// Machines' power reads, off the workers (the host controller's way: never a worker
+    /// waiting on a BMC).
+    pub reads: Detached<Machine, MachineRead>,
+    /// Tasks' actions and power looks, off the workers.
+    pub calls: Detached<Task, TaskCall>,
 }

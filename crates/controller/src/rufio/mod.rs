@@ -1,7 +1,8 @@
 //! Tinkerbell Rufio's API (`bmc.tinkerbell.org`) served with Rufio's semantics: Machines report
 //! power and whether their BMC answers; a Job creates its Tasks `<job>-task-<n>` one after the
 //! other; a Task sends one action (once: it is marked sent before it is sent) and, for power
-//! actions, completes when the BMC shows the state. Nothing is restored afterwards.
+//! actions, completes when the BMC shows the state. Nothing is restored afterwards. Every BMC
+//! call runs off the workers (`detached`): a BMC that hangs holds only its own object.
 
 pub mod connection;
 pub mod context;
@@ -20,10 +21,44 @@ use kube::api::Api;
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::detached::Detached;
+
+/// The ends of the BMC calls: each wakes its Machine or Task.
+pub struct Woken {
+    pub machines: UnboundedReceiver<ObjectRef<Machine>>,
+    pub tasks: UnboundedReceiver<ObjectRef<Task>>,
+}
+
+/// A context with its call registries, and the streams their ends wake.
+pub fn context(
+    client: kube::Client,
+    task_timeout: std::time::Duration,
+    machine_poll: std::time::Duration,
+    bmc_timeout: std::time::Duration,
+    gate: Arc<crate::bmc_gate::BmcGate>,
+) -> (Arc<RufioContext>, Woken) {
+    let (reads, machines) = Detached::new();
+    let (calls, tasks) = Detached::new();
+    (
+        Arc::new(RufioContext {
+            client,
+            task_timeout,
+            machine_poll,
+            bmc_timeout,
+            gate,
+            reads,
+            calls,
+        }),
+        Woken { machines, tasks },
+    )
+}
 
 /// Runs the Machine, Job and Task controllers until `shutdown` resolves.
 pub async fn run(
     ctx: Arc<RufioContext>,
+    woken: Woken,
     concurrency: u16,
     shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
@@ -43,6 +78,11 @@ pub async fn run(
             Some(ObjectRef::new(&j.spec.machine_ref.name).within(&ns))
         },
     )
+    // A power read ended.
+    .reconcile_on(futures::stream::unfold(
+        woken.machines,
+        |mut rx| async move { rx.recv().await.map(|object| (object, rx)) },
+    ))
     .with_config(config.clone())
     .graceful_shutdown_on(shutdown.clone())
     .run(reconcile::machine, reconcile::error_policy, ctx.clone())
@@ -54,6 +94,10 @@ pub async fn run(
         .run(reconcile::job, reconcile::error_policy, ctx.clone())
         .for_each(|_| async {});
     let tasks = Controller::new(Api::<Task>::all(client), watcher::Config::default())
+        // A BMC call ended.
+        .reconcile_on(futures::stream::unfold(woken.tasks, |mut rx| async move {
+            rx.recv().await.map(|object| (object, rx))
+        }))
         .with_config(config)
         .graceful_shutdown_on(shutdown)
         .run(reconcile::task, reconcile::error_policy, ctx)

@@ -10,12 +10,14 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action as Requeue;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::connection::{rufio_words, target};
 use super::context::RufioContext;
 use super::task::{TaskStep, next};
+use crate::detached::Found;
 use crate::error::{Error, retry_after};
 
 /// Set on a Task before its action is sent: a restart observes instead of sending again.
@@ -83,38 +85,69 @@ fn rufio_power(p: Result<PowerState, ferrometal_bmc::BmcError>) -> &'static str 
     }
 }
 
+/// What a Machine's power read found: its power in Rufio's words, and why the BMC was not
+/// reached (empty when it was).
+pub type MachineRead = (&'static str, String);
+
+/// A Task's BMC call, run off the workers.
+pub enum TaskCall {
+    /// The action was sent (or failed, with Rufio's words).
+    Sent(Result<(), String>),
+    /// The power the BMC shows.
+    Power(Result<PowerState, String>),
+    /// No BMC client: the connection or its Secret is wrong.
+    Unreachable(String),
+}
+
+/// The key of one object's calls: a Machine or Task made again under its name is another.
+fn call_key<K: Resource>(o: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        o.meta().namespace.as_deref().unwrap_or_default(),
+        o.meta().name.as_deref().unwrap_or_default(),
+        o.meta().uid.as_deref().unwrap_or_default()
+    )
+}
+
 pub async fn machine(m: Arc<Machine>, ctx: Arc<RufioContext>) -> Result<Requeue, Error> {
     let ns = m.namespace().unwrap_or_default();
     let mut status = m.status.clone().unwrap_or_default();
     let before = status.clone();
-    match connect(&ctx, &m.spec.connection, &ns).await {
-        Ok((bmc, key)) => {
-            let power = ctx.gate.run(&key, bmc.power_state()).await;
-            let message = power
-                .as_ref()
-                .err()
-                .map(|e| rufio_words(e.to_string()))
-                .unwrap_or_default();
-            status.power = rufio_power(power).into();
-            rufio::set(
-                &mut status.conditions,
-                "Contactable",
-                message.is_empty(),
-                &message,
-                Some(&now()),
-            );
+    // The read runs off the workers; its end wakes the Machine, which writes what it found.
+    let key = call_key(m.as_ref());
+    let (power, message) = match ctx.reads.take(&key) {
+        Found::Running => return Ok(Requeue::await_change()),
+        Found::Finished { state, .. } => state,
+        Found::Idle => {
+            let (c, conn) = (ctx.clone(), m.spec.connection.clone());
+            // No cache of Machines to ask: a read of one deleted meanwhile is kept (a few
+            // bytes) until the process ends.
+            ctx.reads
+                .spawn(key, ObjectRef::from_obj(m.as_ref()), |_| true, async move {
+                    match connect(&c, &conn, &ns).await {
+                        Ok((bmc, key)) => {
+                            let power = c.gate.run(&key, bmc.power_state()).await;
+                            let message = power
+                                .as_ref()
+                                .err()
+                                .map(|e| rufio_words(e.to_string()))
+                                .unwrap_or_default();
+                            (rufio_power(power), message)
+                        }
+                        Err(message) => ("unknown", message),
+                    }
+                });
+            return Ok(Requeue::await_change());
         }
-        Err(message) => {
-            status.power = "unknown".into();
-            rufio::set(
-                &mut status.conditions,
-                "Contactable",
-                false,
-                &message,
-                Some(&now()),
-            );
-        }
-    }
+    };
+    status.power = power.into();
+    rufio::set(
+        &mut status.conditions,
+        "Contactable",
+        message.is_empty(),
+        &message,
+        Some(&now()),
+    );
     if status != before {
         let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
         api.patch_status(
@@ -246,21 +279,43 @@ pub async fn task(t: Arc<Task>, ctx: Arc<RufioContext>) -> Result<Requeue, Error
         None,
         ctx.task_timeout,
     );
-    let mut bmc = None;
-    if matches!(step, TaskStep::Send | TaskStep::LookPower) {
-        let conn = t.spec.connection.clone().unwrap_or_default();
-        match connect(&ctx, &conn, &ns).await {
-            Ok(b) => bmc = Some(b),
-            Err(m) => step = TaskStep::Fail(format!("Failed to connect to BMC: {m}")),
+    // The BMC calls run off the workers; a call's end wakes the Task, which goes on from here.
+    let key = call_key(t.as_ref());
+    let mut finished = match ctx.calls.take(&key) {
+        Found::Running => return Ok(Requeue::await_change()),
+        Found::Finished { state, .. } => Some(state),
+        Found::Idle => None,
+    };
+    match &finished {
+        Some(TaskCall::Unreachable(m)) if matches!(step, TaskStep::Send | TaskStep::LookPower) => {
+            step = TaskStep::Fail(format!("Failed to connect to BMC: {m}"));
         }
+        Some(TaskCall::Sent(Err(e))) => step = TaskStep::Fail(e.clone()),
+        _ => {}
     }
-    if step == TaskStep::LookPower
-        && let Some(b) = &bmc
-    {
-        match ctx.gate.run(&b.1, b.0.power_state()).await {
-            Ok(p) => step = next(action, true, sent, elapsed, Some(p), ctx.task_timeout),
-            Err(_) if elapsed < ctx.task_timeout => step = TaskStep::Wait,
-            Err(e) => step = TaskStep::Fail(rufio_words(e.to_string())),
+    if step == TaskStep::LookPower {
+        match finished.take() {
+            Some(TaskCall::Power(Ok(p))) => {
+                step = next(action, true, sent, elapsed, Some(p), ctx.task_timeout);
+            }
+            Some(TaskCall::Power(Err(_))) if elapsed < ctx.task_timeout => step = TaskStep::Wait,
+            Some(TaskCall::Power(Err(e))) => step = TaskStep::Fail(e),
+            _ => {
+                let (c, conn, ns) = (ctx.clone(), t.spec.connection.clone(), ns.clone());
+                ctx.calls
+                    .spawn(key, ObjectRef::from_obj(t.as_ref()), |_| true, async move {
+                        match connect(&c, &conn.unwrap_or_default(), &ns).await {
+                            Ok((bmc, key)) => TaskCall::Power(
+                                c.gate
+                                    .run(&key, bmc.power_state())
+                                    .await
+                                    .map_err(|e| rufio_words(e.to_string())),
+                            ),
+                            Err(m) => TaskCall::Unreachable(m),
+                        }
+                    });
+                return Ok(Requeue::await_change());
+            }
         }
     }
     let write = |status: rufio::TaskStatus, rv: Option<String>| {
@@ -290,14 +345,15 @@ pub async fn task(t: Arc<Task>, ctx: Arc<RufioContext>) -> Result<Requeue, Error
                         "resourceVersion": rv}})),
                 )
                 .await?;
-            let bmc = bmc.expect("connected for Send");
-            if let Err(e) = send(&ctx, &bmc.1, &*bmc.0, action).await {
-                rufio::set(&mut status.conditions, "Failed", true, &e, None);
-                status.completion_time = Some(now());
-                write(status, marked.resource_version()).await?;
-                return Ok(Requeue::await_change());
-            }
-            Ok(Requeue::requeue(Duration::from_secs(1)))
+            let (c, conn, action) = (ctx.clone(), t.spec.connection.clone(), action.clone());
+            ctx.calls
+                .spawn(key, ObjectRef::from_obj(&marked), |_| true, async move {
+                    match connect(&c, &conn.unwrap_or_default(), &ns).await {
+                        Ok((bmc, key)) => TaskCall::Sent(send(&c, &key, &*bmc, &action).await),
+                        Err(m) => TaskCall::Unreachable(m),
+                    }
+                });
+            Ok(Requeue::await_change())
         }
         TaskStep::Complete => {
             rufio::set(&mut status.conditions, "Completed", true, "", None);
