@@ -109,6 +109,11 @@ where
         });
     }
 
+    /// A sender that wakes an object, for a call that has news before it ends.
+    pub fn waker(&self) -> mpsc::UnboundedSender<ObjectRef<K>> {
+        self.wake.clone()
+    }
+
     /// Calls running now.
     pub fn running(&self) -> usize {
         *self.running.borrow()

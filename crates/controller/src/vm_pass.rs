@@ -99,6 +99,31 @@ fn lingering(claim: &str) -> bool {
     LINGERING.lock().unwrap().contains(claim)
 }
 
+/// Claims whose running pass has reached their libvirt host, so a claim retrying an
+/// unreachable host is reported as being made only once the host answers.
+static REACHED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
+
+/// Whether the claim's running pass has reached its libvirt host.
+pub fn reached(claim: &str) -> bool {
+    REACHED.lock().unwrap().contains(claim)
+}
+
+/// Marks a claim's pass as having reached its host, until the pass ends.
+struct Reached(String);
+
+impl Reached {
+    fn mark(claim: &str) -> Reached {
+        REACHED.lock().unwrap().insert(claim.to_string());
+        Reached(claim.to_string())
+    }
+}
+
+impl Drop for Reached {
+    fn drop(&mut self) {
+        REACHED.lock().unwrap().remove(&self.0);
+    }
+}
+
 /// Runs a blocking libvirt call on a blocking thread, bounded: a libvirt host that hangs
 /// leaves the thread behind, never the claim (which is held back while it runs, see
 /// [`LINGERING`]).
@@ -139,7 +164,13 @@ const CHECKSUM_FILE_MAX: usize = 1 << 20;
 /// Uploading a disk image through libvirt's stream.
 const UPLOAD: Duration = Duration::from_secs(1800);
 
-pub async fn converge(want: Want, claim: String) -> Outcome {
+/// `reached` is called once the pass has reached the libvirt host (the claim is woken, so a
+/// retry of an unreachable host shows it got through).
+pub async fn converge(
+    want: Want,
+    claim: String,
+    reached: impl FnOnce() + Send + 'static,
+) -> Outcome {
     if lingering(&claim) {
         tracing::warn!(claim, "an earlier libvirt call for this claim still runs");
         return Outcome::Unreachable;
@@ -153,6 +184,8 @@ pub async fn converge(want: Want, claim: String) -> Outcome {
         Ok(p) => p,
         Err(e) => return failed(&claim, "observing the virtual machine", e, None),
     };
+    let _reached = Reached::mark(&claim);
+    reached();
     if want.remove {
         // A staging directory a killed serve left behind goes with the VM.
         let _ = tokio::fs::remove_dir_all(&want.work).await;

@@ -68,8 +68,22 @@ pub(super) async fn reconcile(
         .await;
     };
     // A pass that ended: its outcome is what the claim's status says from now on.
+    let mut busy = false;
     let fresh = match ctx.vms.take(&k) {
-        Found::Running => return Ok(Action::requeue(OBSERVE_EVERY)),
+        Found::Running => {
+            // A retry of an unreachable libvirt host that got through (it woke the claim):
+            // the status now says the VM is being made. Otherwise nothing to do until the
+            // pass ends.
+            let retrying = matches!(
+                ctx.vm_seen.lock().unwrap().get(&k),
+                Some((Outcome::Unreachable, _))
+            );
+            if !(retrying && vm_pass::reached(&k)) {
+                return Ok(Action::requeue(OBSERVE_EVERY));
+            }
+            busy = true;
+            false
+        }
         Found::Finished { state, .. } => {
             ctx.vm_seen
                 .lock()
@@ -297,17 +311,22 @@ pub(super) async fn reconcile(
             Err(e) => Err(e.into()),
         };
     }
-    let running = if !in_line && !retry_later && !blocked_on_data {
+    let running = if busy {
+        true
+    } else if !in_line && !retry_later && !blocked_on_data {
         if want.action.is_some() {
             ctx.set_forwarded(&k, token.clone());
         }
         let object = ObjectRef::from_obj(claim);
         let claims_cache = ctx.claims.clone();
+        let (waker, woken) = (ctx.vms.waker(), object.clone());
         ctx.vms.spawn(
             k.clone(),
             object,
             move |o| claims_cache.get(o).is_some(),
-            vm_pass::converge(want.clone(), k.clone()),
+            vm_pass::converge(want.clone(), k.clone(), move || {
+                let _ = waker.send(woken);
+            }),
         );
         true
     } else {
@@ -327,6 +346,9 @@ pub(super) async fn reconcile(
         _ if running && want.remove && !deleting && last_power(last.as_ref()).is_some() => {
             Phase::Removing
         }
+        // Retrying an unreachable libvirt host: unreachable until the retry gets through (a
+        // status that said "being made" at every retry would flap, an Event each time).
+        Some((Outcome::Unreachable, _)) if !(running && vm_pass::reached(&k)) => Phase::Unreachable,
         _ if running && last_power(last.as_ref()).is_none() && want.image.is_some() => {
             Phase::Creating
         }
