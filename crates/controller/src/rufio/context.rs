@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferrometal_api::rufio::{Machine, Task};
+use ferrometal_bmc::PowerState;
 
-use super::reconcile::{MachineRead, TaskCall};
 use crate::bmc_gate::BmcGate;
 use crate::detached::Detached;
 
@@ -24,4 +24,18 @@ pub struct RufioContext {
     pub reads: Detached<Machine, MachineRead>,
     /// Tasks' actions and power looks, off the workers.
     pub calls: Detached<Task, TaskCall>,
+}
+
+/// What a Machine's power read found: its power in Rufio's words, and why the BMC was not
+/// reached (empty when it was).
+pub type MachineRead = (&'static str, String);
+
+/// A Task's BMC call, run off the workers.
+pub enum TaskCall {
+    /// The action was sent (or failed, with Rufio's words).
+    Sent(Result<(), String>),
+    /// The power the BMC shows.
+    Power(Result<PowerState, String>),
+    /// No BMC client: the connection or its Secret is wrong.
+    Unreachable(String),
 }

@@ -15,7 +15,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::connection::{rufio_words, target};
-use super::context::RufioContext;
+use super::context::{RufioContext, TaskCall};
 use super::task::{TaskStep, next};
 use crate::detached::Found;
 use crate::error::{Error, retry_after};
@@ -83,20 +83,6 @@ fn rufio_power(p: Result<PowerState, ferrometal_bmc::BmcError>) -> &'static str 
         Ok(PowerState::Off) => "off",
         _ => "unknown",
     }
-}
-
-/// What a Machine's power read found: its power in Rufio's words, and why the BMC was not
-/// reached (empty when it was).
-pub type MachineRead = (&'static str, String);
-
-/// A Task's BMC call, run off the workers.
-pub enum TaskCall {
-    /// The action was sent (or failed, with Rufio's words).
-    Sent(Result<(), String>),
-    /// The power the BMC shows.
-    Power(Result<PowerState, String>),
-    /// No BMC client: the connection or its Secret is wrong.
-    Unreachable(String),
 }
 
 /// The key of one object's calls: a Machine or Task made again under its name is another.
