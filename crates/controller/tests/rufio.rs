@@ -66,6 +66,19 @@ async fn task(stack: &Stack, n: usize) -> Task {
     tasks.get(&format!("j0-task-{n}")).await.unwrap()
 }
 
+/// The built-in Redfish emulator with one system, `sys-0`.
+async fn one_system_emulator() -> ferrometal_emulator::Emulator {
+    ferrometal_emulator::Emulator::start(
+        ferrometal_emulator::EmulatorConfig {
+            systems: 1,
+            ..Default::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
 /// The host controller is not involved: a fixture provisioner stands in for it.
 async fn rufio_stack() -> Stack {
     Stack::start(Arc::new(FixtureProvisioner::new())).await
@@ -297,15 +310,7 @@ async fn rufio_objects_never_reach_into_another_namespace() {
 /// next poll (10 minutes here; it said `off` for minutes after a Job powered it on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machine_power_follows_a_job_at_once() {
-    let emu = ferrometal_emulator::Emulator::start(
-        ferrometal_emulator::EmulatorConfig {
-            systems: 1,
-            ..Default::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let emu = one_system_emulator().await;
     let stack = Stack::start_with(
         Arc::new(FixtureProvisioner::new()),
         ferrometal_controller::ControllerConfig {
@@ -341,15 +346,7 @@ async fn machine_power_follows_a_job_at_once() {
 /// hid a wrong password); once fixed, the wrong password is named.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_speaking_https_to_a_plain_http_bmc_is_told_the_fix() {
-    let emu = ferrometal_emulator::Emulator::start(
-        ferrometal_emulator::EmulatorConfig {
-            systems: 1,
-            ..Default::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let emu = one_system_emulator().await;
     let stack = rufio_stack().await;
     stack.secret("bmc", "wrong").await;
     let machines: Api<Machine> = Api::namespaced(stack.client.clone(), NS);
@@ -405,15 +402,7 @@ async fn a_hanging_bmc_holds_no_worker() {
     // Connections queue in the backlog; nothing is ever read or written.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let silent_port = silent.local_addr().unwrap().port();
-    let emu = ferrometal_emulator::Emulator::start(
-        ferrometal_emulator::EmulatorConfig {
-            systems: 1,
-            ..Default::default()
-        },
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let emu = one_system_emulator().await;
     let stack = Stack::start_with(
         Arc::new(FixtureProvisioner::new()),
         ferrometal_controller::ControllerConfig {
