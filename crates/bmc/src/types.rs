@@ -1,5 +1,7 @@
 //! Values exchanged with a BMC, independent of protocol.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -389,32 +391,41 @@ pub struct VolumeRequest {
 }
 
 /// Firmware an update replaces, by metal3's component names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FirmwareComponent {
     /// The system's BIOS / UEFI firmware.
     Bios,
     /// The BMC's own firmware.
     Bmc,
+    /// A network adapter's firmware, by the adapter's Redfish Id (`nic:<Id>`).
+    Nic(String),
 }
 
 impl FirmwareComponent {
-    pub fn as_str(self) -> &'static str {
+    /// metal3's name: `bios`, `bmc` or `nic:<Id>`.
+    pub fn name(&self) -> String {
         match self {
-            FirmwareComponent::Bios => "bios",
-            FirmwareComponent::Bmc => "bmc",
+            FirmwareComponent::Bios => "bios".into(),
+            FirmwareComponent::Bmc => "bmc".into(),
+            FirmwareComponent::Nic(id) => format!("{NIC_PREFIX}{id}"),
         }
     }
 
-    /// metal3's name (`bios`, `bmc`); NICs (`nic:...`) are not updated through a BMC here.
+    /// From metal3's name; `None` for a name metal3 does not accept.
     pub fn parse(name: &str) -> Option<FirmwareComponent> {
         match name {
             "bios" => Some(FirmwareComponent::Bios),
             "bmc" => Some(FirmwareComponent::Bmc),
-            _ => None,
+            _ => name
+                .strip_prefix(NIC_PREFIX)
+                .filter(|id| !id.is_empty())
+                .map(|id| FirmwareComponent::Nic(id.to_string())),
         }
     }
 }
+
+/// The prefix of a network adapter's component name, as metal3 and Ironic write it.
+pub const NIC_PREFIX: &str = "nic:";
 
 /// Where a firmware update is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -427,8 +438,9 @@ pub enum UpdateState {
     Failed(String),
 }
 
-/// Firmware versions a BMC reports: the system's BIOS (`BiosVersion`) and the BMC's own
-/// (`Manager.FirmwareVersion`), as Ironic's redfish firmware interface reads them.
+/// Firmware versions a BMC reports: the system's BIOS (`BiosVersion`), the BMC's own
+/// (`Manager.FirmwareVersion`) and each network adapter's (`FirmwarePackageVersion`, by the
+/// adapter's Id), as Ironic's redfish firmware interface reads them.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FirmwareVersions {
@@ -436,6 +448,27 @@ pub struct FirmwareVersions {
     pub bios: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bmc: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nics: BTreeMap<String, String>,
+}
+
+impl FirmwareVersions {
+    /// Every component's version by metal3's component name.
+    pub fn components(&self) -> Vec<(String, String)> {
+        let named = [
+            (FirmwareComponent::Bios, &self.bios),
+            (FirmwareComponent::Bmc, &self.bmc),
+        ];
+        named
+            .into_iter()
+            .filter_map(|(c, v)| Some((c.name(), v.clone()?)))
+            .chain(
+                self.nics
+                    .iter()
+                    .map(|(id, v)| (FirmwareComponent::Nic(id.clone()).name(), v.clone())),
+            )
+            .collect()
+    }
 }
 
 #[cfg(test)]

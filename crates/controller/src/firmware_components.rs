@@ -1,5 +1,6 @@
 //! HostFirmwareComponents, as metal3 has them: the status lists the host's firmware
-//! components (`bios`, `bmc`) with the version first seen (`initialVersion`, kept) and the one
+//! components (`bios`, `bmc`, and `nic:<adapter Id>` for each network adapter, as Ironic names
+//! them) with the version first seen (`initialVersion`, kept) and the one
 //! the BMC reports now (`currentVersion`); `Valid` says whether the wanted updates name
 //! components metal3 accepts (`bmc`, `bios`, `nic:...`) with a URL, and `ChangeDetected`
 //! whether they differ from the updates last applied (`status.updates`).
@@ -52,18 +53,17 @@ pub fn decide_status(
     let mut status = hfc.status.clone().unwrap_or_default();
     let generation = hfc.metadata.generation;
     let before = status.components.clone();
-    for (component, version) in [("bios", &versions.bios), ("bmc", &versions.bmc)] {
-        let Some(version) = version else { continue };
+    for (component, version) in versions.components() {
         match status
             .components
             .iter_mut()
             .find(|c| c.component == component)
         {
-            Some(c) => c.current_version = version.clone(),
+            Some(c) => c.current_version = version,
             None => status.components.push(FirmwareComponentStatus {
-                component: component.to_string(),
+                component,
                 initial_version: version.clone(),
-                current_version: version.clone(),
+                current_version: version,
                 ..Default::default()
             }),
         }
@@ -281,6 +281,7 @@ mod tests {
         FirmwareVersions {
             bios: Some(bios.into()),
             bmc: Some(bmc.into()),
+            nics: [("NIC.Slot.1".to_string(), format!("{bmc}-nic"))].into(),
         }
     }
 
@@ -299,6 +300,11 @@ mod tests {
             ("bios", "1.0")
         );
         assert_eq!(first.components[1].current_version, "2.0");
+        let nic = &first.components[2];
+        assert_eq!(
+            (nic.component.as_str(), nic.current_version.as_str()),
+            ("nic:NIC.Slot.1", "2.0-nic")
+        );
         let later = decide_status(
             &hfc(&[], Some(first)),
             &versions("1.1", "2.0"),

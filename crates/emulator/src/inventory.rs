@@ -159,6 +159,7 @@ pub fn service_root() -> Vec<u8> {
         "Product": "ferrometal-emulator",
         "Systems": odata("/redfish/v1/Systems"),
         "Managers": odata("/redfish/v1/Managers"),
+        "Chassis": odata("/redfish/v1/Chassis"),
         "SessionService": odata("/redfish/v1/SessionService"),
         "UpdateService": odata("/redfish/v1/UpdateService"),
         "EventService": odata("/redfish/v1/EventService"),
@@ -296,6 +297,7 @@ pub fn system(index: usize, s: &SystemState, reset_types: &[&str]) -> Value {
         "Bios": odata(&format!("{base}/Bios")),
         "Links": {
             "ManagedBy": [odata(&format!("/redfish/v1/Managers/bmc-sys-{index}"))],
+            "Chassis": [odata(&format!("/redfish/v1/Chassis/chassis-sys-{index}"))],
         },
         "Actions": {
             "#ComputerSystem.Reset": {
@@ -336,7 +338,8 @@ pub fn system_json(index: usize, s: &SystemState, reset_types_json: &str) -> Vec
             r#""Processors":{{"@odata.id":"{base}/Processors"}},"Memory":{{"@odata.id":"{base}/Memory"}},"#,
             r#""EthernetInterfaces":{{"@odata.id":"{base}/EthernetInterfaces"}},"#,
             r#""Storage":{{"@odata.id":"{base}/Storage"}},"Bios":{{"@odata.id":"{base}/Bios"}},"#,
-            r#""Links":{{"ManagedBy":[{{"@odata.id":"/redfish/v1/Managers/bmc-sys-{index}"}}]}},"#,
+            r#""Links":{{"ManagedBy":[{{"@odata.id":"/redfish/v1/Managers/bmc-sys-{index}"}}],"#,
+            r#""Chassis":[{{"@odata.id":"/redfish/v1/Chassis/chassis-sys-{index}"}}]}},"#,
             r##""Actions":{{"#ComputerSystem.Reset":{{"target":"{base}/Actions/ComputerSystem.Reset","##,
             r#""ResetType@Redfish.AllowableValues":{resets}}}}}}}"#,
         ),

@@ -18,8 +18,10 @@
 //!   image first and answers an unserved URL with sushy-tools' error (400, 500 or 502)
 //! - `/redfish/v1/Systems/sys-N/Bios[/Settings]` and the attribute registry under
 //!   `/redfish/v1/Registries`: BIOS settings, pending ones applied at the next boot
-//! - `/redfish/v1/UpdateService` with `UpdateService.SimpleUpdate` (a system's BIOS or its
-//!   manager's firmware) and `/redfish/v1/TaskService/Tasks[/{n}]`: the update runs as a task
+//! - `/redfish/v1/Chassis[/chassis-sys-N]`, `.../NetworkAdapters/NIC.Slot.1`: the system's
+//!   network adapter and its firmware version
+//! - `/redfish/v1/UpdateService` with `UpdateService.SimpleUpdate` (a system's BIOS, its
+//!   manager's firmware or its network adapter's) and `/redfish/v1/TaskService/Tasks[/{n}]`: the update runs as a task
 //!   (see `update` for the versions it installs and the images that fail)
 //! - `/redfish/v1/EventService/Subscriptions[/{n}]`: event subscriptions (GET, POST, DELETE;
 //!   `HttpHeaders` write-only)
@@ -35,10 +37,11 @@
 //! atomics and each system has its own short-held mutex.
 
 // Imports go one way: fault, counters, media and resp are leaves; state, config, inventory,
-// subscriptions, update and volumes build on them; app holds the shared state; control,
+// chassis, subscriptions, update and volumes build on them; app holds the shared state; control,
 // event_service, raid and redfish answer requests; server routes.
 mod app;
 mod bios;
+mod chassis;
 mod config;
 mod control;
 mod counters;

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::app::{App, ResetConnection};
 use crate::bios;
+use crate::chassis;
 use crate::event_service;
 use crate::fault::Fault;
 use crate::hostile;
@@ -36,6 +37,7 @@ enum Route {
     Session(u64),
     Systems,
     Managers,
+    Chassis,
     Registries,
     RegistryFile,
     Registry,
@@ -74,6 +76,7 @@ enum SysRoute {
     BiosSettings,
     Volumes,
     Volume(u64),
+    Chassis(chassis::ChassisRoute),
 }
 
 /// The volume a volumes route names (`None`: the collection).
@@ -121,6 +124,7 @@ fn parse_route(path: &str, count: usize) -> Route {
         },
         ["Systems"] => Route::Systems,
         ["Managers"] => Route::Managers,
+        ["Chassis"] => Route::Chassis,
         ["UpdateService"] => Route::UpdateService,
         ["EventService"] => Route::EventService,
         ["EventService", "Subscriptions"] => Route::Subscriptions,
@@ -144,6 +148,14 @@ fn parse_route(path: &str, count: usize) -> Route {
         }
         ["Systems", id, tail @ ..] => match parse_system_id(id, count) {
             Some(index) => system_route(tail).map_or(Route::NotFound, |r| Route::Sys(index, r)),
+            None => Route::NotFound,
+        },
+        ["Chassis", id, tail @ ..] => match id
+            .strip_prefix("chassis-")
+            .and_then(|id| parse_system_id(id, count))
+            .zip(chassis::route(tail))
+        {
+            Some((index, r)) => Route::Sys(index, SysRoute::Chassis(r)),
             None => Route::NotFound,
         },
         ["Managers", id, tail @ ..] => {
@@ -247,6 +259,9 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Result<Resp, ResetConn
         }),
         Route::Managers => only_get(&req, || {
             json_bytes(StatusCode::OK, app.managers_collection.clone())
+        }),
+        Route::Chassis => only_get(&req, || {
+            json(StatusCode::OK, &chassis::collection(app.systems.len()))
         }),
         Route::SessionService => {
             only_get(&req, || json(StatusCode::OK, &inventory::session_service()))
@@ -396,6 +411,12 @@ async fn system_request(app: &App, index: usize, route: SysRoute, req: Request<I
             found(Some(inventory::manager(index, &s)))
         }
         SysRoute::VirtualMedia => found(Some(inventory::virtual_media_collection(index))),
+        SysRoute::Chassis(chassis::ChassisRoute::Chassis) => found(Some(chassis::chassis(index))),
+        SysRoute::Chassis(chassis::ChassisRoute::Adapters) => found(Some(chassis::adapters(index))),
+        SysRoute::Chassis(chassis::ChassisRoute::Adapter) => {
+            let s = app.systems[index].lock(Instant::now());
+            found(Some(chassis::adapter(index, &s)))
+        }
         SysRoute::Cd => {
             let doc = inventory::virtual_cd(index, &app.systems[index].lock(Instant::now()));
             found(Some(doc))
@@ -654,7 +675,7 @@ async fn patch_bios(app: &App, index: usize, req: Request<Incoming>) -> Resp {
 }
 
 /// `UpdateService.SimpleUpdate`: one task per target, recorded on the target's system as
-/// `SimpleUpdate:<Bios|Bmc>:<image>`; answered 202 with the (first) task's location.
+/// `SimpleUpdate:<Bios|Bmc|Nic>:<image>`; answered 202 with the (first) task's location.
 async fn simple_update(app: &App, req: Request<Incoming>) -> Resp {
     let body = match read_json(req).await {
         Ok(body) => body,
@@ -684,7 +705,9 @@ async fn simple_update(app: &App, req: Request<Incoming>) -> Resp {
             None => {
                 return bad_request(
                     "Base.1.8.ActionParameterValueNotInList",
-                    &format!("The target {t} is not a system or manager of this service."),
+                    &format!(
+                        "The target {t} is not a system, manager or network adapter of this service."
+                    ),
                 );
             }
         }

@@ -136,9 +136,11 @@ pub struct SystemState {
     pub fault: Option<Fault>,
     /// BIOS settings: applied and pending (taken at the next boot).
     pub bios: crate::bios::BiosState,
-    /// Firmware versions: the system's `BiosVersion`, its manager's `FirmwareVersion`.
+    /// Firmware versions: the system's `BiosVersion`, its manager's `FirmwareVersion`, its
+    /// network adapter's `FirmwarePackageVersion`.
     pub bios_version: String,
     pub bmc_version: String,
+    pub nic_version: String,
 }
 
 impl SystemState {
@@ -161,6 +163,7 @@ impl SystemState {
             bios: Default::default(),
             bios_version: "FM-BIOS-1.0.0".into(),
             bmc_version: "1.0.0-emulated".into(),
+            nic_version: "FM-NIC-20.0.1".into(),
         }
     }
 

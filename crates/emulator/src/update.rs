@@ -1,10 +1,11 @@
 //! Firmware updates: `UpdateService.SimpleUpdate` and the Redfish tasks that follow them.
 //!
-//! `Targets` names the system (its BIOS, as sushy-tools takes it) or its manager (the BMC's
-//! own firmware). The update runs as a task that completes `update_delay` after it was
+//! `Targets` names the system (its BIOS, as sushy-tools takes it), its manager (the BMC's
+//! own firmware) or its network adapter (the NIC's firmware). The update runs as a task that completes `update_delay` after it was
 //! accepted, settled when it is read, as power transitions are. The new version is the image
 //! file's name without its extension (`http://fw/bios-2.1.0.bin` → `bios-2.1.0`), shown as the
-//! system's `BiosVersion` or the manager's `FirmwareVersion`. An image whose file name contains
+//! system's `BiosVersion`, the manager's `FirmwareVersion` or the adapter's
+//! `FirmwarePackageVersion`. An image whose file name contains
 //! `corrupt` fails: the task ends in `Exception` with a message naming the image, and the
 //! version stays.
 
@@ -20,6 +21,8 @@ use crate::state::{SystemState, parse_system_id};
 pub enum Component {
     Bios,
     Bmc,
+    /// The system's network adapter (`chassis::ADAPTER`).
+    Nic,
 }
 
 impl Component {
@@ -27,6 +30,7 @@ impl Component {
         match self {
             Component::Bios => "Bios",
             Component::Bmc => "Bmc",
+            Component::Nic => "Nic",
         }
     }
 }
@@ -50,6 +54,7 @@ impl Flash {
         match self.component {
             Component::Bios => s.bios_version = self.version,
             Component::Bmc => s.bmc_version = self.version,
+            Component::Nic => s.nic_version = self.version,
         }
         s.touch();
     }
@@ -94,6 +99,13 @@ pub fn target(path: &str, count: usize) -> Option<(usize, Component)> {
     let path = path.trim_end_matches('/');
     if let Some(id) = path.strip_prefix("/redfish/v1/Systems/") {
         return Some((parse_system_id(id, count)?, Component::Bios));
+    }
+    if let Some(rest) = path.strip_prefix("/redfish/v1/Chassis/chassis-") {
+        let (id, adapter) = rest.split_once("/NetworkAdapters/")?;
+        return (adapter == crate::chassis::ADAPTER)
+            .then(|| parse_system_id(id, count))
+            .flatten()
+            .map(|index| (index, Component::Nic));
     }
     let id = path.strip_prefix("/redfish/v1/Managers/bmc-")?;
     Some((parse_system_id(id, count)?, Component::Bmc))
@@ -247,6 +259,21 @@ mod tests {
         );
         assert_eq!(target("/redfish/v1/Systems/sys-3", 3), None);
         assert_eq!(target("/redfish/v1/Chassis/1", 3), None);
+        assert_eq!(
+            target(
+                "/redfish/v1/Chassis/chassis-sys-1/NetworkAdapters/NIC.Slot.1",
+                3
+            ),
+            Some((1, Component::Nic))
+        );
+        assert_eq!(
+            target(
+                "/redfish/v1/Chassis/chassis-sys-1/NetworkAdapters/NIC.Slot.9",
+                3
+            ),
+            None
+        );
+        assert_eq!(target("/redfish/v1/Chassis/chassis-sys-1", 3), None);
         assert_eq!(version_of("http://fw/x/bios-2.1.0.bin?sig=1"), "bios-2.1.0");
         assert_eq!(version_of("http://fw/bmc"), "bmc");
     }

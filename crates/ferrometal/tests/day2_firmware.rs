@@ -63,7 +63,7 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
     s.wait("the firmware versions read", || {
         hfc()["status"]["components"]
             .as_array()
-            .is_some_and(|c| c.len() == 2)
+            .is_some_and(|c| c.len() == 3)
     });
     let got = hfc();
     let components = got["status"]["components"].as_array().unwrap();
@@ -75,6 +75,12 @@ async fn host_firmware_settings_show_the_bios_and_refuse_invalid_values_without_
     assert_eq!(bios["currentVersion"], "FM-BIOS-1.0.0");
     let bmc = components.iter().find(|c| c["component"] == "bmc").unwrap();
     assert_eq!(bmc["currentVersion"], "1.0.0-emulated");
+    // The network adapter in the system's chassis, named as Ironic names it.
+    let nic = components
+        .iter()
+        .find(|c| c["component"] == "nic:NIC.Slot.1")
+        .unwrap();
+    assert_eq!(nic["currentVersion"], "FM-NIC-20.0.1");
     assert_eq!(condition(&got, "Valid").unwrap().0, "True");
     assert_eq!(condition(&got, "ChangeDetected").unwrap().0, "False");
     patch_node(
@@ -314,7 +320,7 @@ fn hfs_of(s: &Serve) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_error() {
-    let (emu, _dir, s) = lab("", "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareComponents\nmetadata: {name: node-0, namespace: infra}\nspec: {updates: [{component: bios, url: 'http://fw.example/bios-2.1.0.bin'}]}\n").await;
+    let (emu, _dir, s) = lab("", "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareComponents\nmetadata: {name: node-0, namespace: infra}\nspec: {updates: [{component: bios, url: 'http://fw.example/bios-2.1.0.bin'}, {component: 'nic:NIC.Slot.1', url: 'http://fw.example/nic-22.5.bin'}]}\n").await;
     let hfc = || hfc_of(&s);
     let bmh = || s.json(&["get", "bmh", "node-0", "-n", "infra", "-o", "json"]);
     let component = |h: &Value, name: &str| {
@@ -331,17 +337,36 @@ async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_e
             .collect()
     };
     // In preparing: flashed, followed to the end, recorded, read back.
-    s.wait("the BIOS flashed and recorded, the host available", || {
-        let h = hfc();
-        component(&h, "bios")["lastVersionFlashed"] == "bios-2.1.0"
-            && condition(&h, "ChangeDetected").is_some_and(|(c, _)| c == "False")
-            && bmh()["status"]["provisioning"]["state"] == "available"
-    });
+    s.wait(
+        "the BIOS and the NIC flashed and recorded, the host available",
+        || {
+            let h = hfc();
+            component(&h, "bios")["lastVersionFlashed"] == "bios-2.1.0"
+                && component(&h, "nic:NIC.Slot.1")["lastVersionFlashed"] == "nic-22.5"
+                && condition(&h, "ChangeDetected").is_some_and(|(c, _)| c == "False")
+                && bmh()["status"]["provisioning"]["state"] == "available"
+        },
+    );
     let h = hfc();
     assert_eq!(component(&h, "bios")["initialVersion"], "FM-BIOS-1.0.0");
     assert_eq!(component(&h, "bios")["currentVersion"], "bios-2.1.0");
     assert_eq!(h["status"]["updates"], h["spec"]["updates"]);
-    assert_eq!(updates(), ["SimpleUpdate:Bios:bios-2.1.0.bin"]);
+    assert_eq!(
+        component(&h, "nic:NIC.Slot.1")["initialVersion"],
+        "FM-NIC-20.0.1"
+    );
+    assert_eq!(
+        component(&h, "nic:NIC.Slot.1")["currentVersion"],
+        "nic-22.5"
+    );
+    // One component at a time, in the order written; the adapter's own resource flashed.
+    assert_eq!(
+        updates(),
+        [
+            "SimpleUpdate:Bios:bios-2.1.0.bin",
+            "SimpleUpdate:Nic:nic-22.5.bin"
+        ]
+    );
     assert!(host_events(&s, "node-0").contains(&"FirmwareUpdated".to_string()));
     // The object the user wrote (with kubectl's client-side apply) is adopted by its host, its
     // updates left as written (owning them would conflict with the user's field manager).
@@ -406,7 +431,7 @@ async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_e
     let flashed = updates().len();
     assert_eq!(
         flashed,
-        3,
+        4,
         "nothing flashed before the reboot: {:?}",
         updates()
     );
@@ -441,7 +466,7 @@ async fn firmware_updates_flash_one_component_at_a_time_and_a_failed_one_is_an_e
         bmh()["status"]["provisioning"]["state"],
         "externally provisioned"
     );
-    assert_eq!(updates().len(), 4);
+    assert_eq!(updates().len(), 5);
     s.wait("the settings read again after the update", || {
         let h = hfs();
         h["status"]["settings"]["ProcTurboMode"] == "Disabled"

@@ -52,7 +52,8 @@ impl RedfishBmc {
         })
     }
 
-    /// `BiosVersion` of the system and `FirmwareVersion` of the manager that manages it.
+    /// `BiosVersion` of the system, `FirmwareVersion` of the manager that manages it, and the
+    /// firmware of the network adapters in its chassis.
     pub(super) async fn read_firmware_versions(&self) -> Result<FirmwareVersions, BmcError> {
         let system = self.get_system().await?;
         let bmc = match system["Links"]["ManagedBy"]
@@ -68,6 +69,7 @@ impl RedfishBmc {
         Ok(FirmwareVersions {
             bios: system["BiosVersion"].as_str().map(String::from),
             bmc,
+            nics: self.nic_versions(&system).await,
         })
     }
 

@@ -11,6 +11,7 @@
 //! and follows their tasks; `raid` lists, creates and deletes hardware RAID volumes; `events` the EventService's
 //! subscriptions.
 
+mod adapters;
 mod bios;
 mod bmc_impl;
 mod client;

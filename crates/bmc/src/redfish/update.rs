@@ -1,6 +1,7 @@
 //! Firmware updates over Redfish: `UpdateService.SimpleUpdate` with the image's URL and the
 //! resource to flash (the system for its BIOS, its manager for the BMC's own firmware, as
-//! Ironic's redfish firmware interface and sushy-tools name them), then the task it starts.
+//! Ironic's redfish firmware interface and sushy-tools name them; the network adapter for a
+//! NIC's), then the task it starts.
 
 use reqwest::Method;
 use reqwest::header::LOCATION;
@@ -38,23 +39,25 @@ impl RedfishBmc {
             .as_str()
             .ok_or_else(|| self.unsupported("firmware updates (no UpdateService.SimpleUpdate)"))?;
         let system = self.get_system().await?;
-        let target = match component {
-            FirmwareComponent::Bios => system["@odata.id"].as_str(),
-            FirmwareComponent::Bmc => system["Links"]["ManagedBy"]
-                .as_array()
-                .and_then(|m| m.first())
-                .and_then(|m| m["@odata.id"].as_str()),
-        }
-        .ok_or_else(|| {
-            self.unsupported(&format!(
-                "{} firmware updates (the system links no {})",
-                component.as_str(),
-                match component {
-                    FirmwareComponent::Bios => "ID",
-                    FirmwareComponent::Bmc => "manager",
-                }
-            ))
-        })?;
+        let linked = |what: &str, path: Option<&str>| {
+            path.map(String::from).ok_or_else(|| {
+                self.unsupported(&format!(
+                    "{} firmware updates (the system links no {what})",
+                    component.name()
+                ))
+            })
+        };
+        let target = match &component {
+            FirmwareComponent::Bios => linked("ID", system["@odata.id"].as_str())?,
+            FirmwareComponent::Bmc => linked(
+                "manager",
+                system["Links"]["ManagedBy"]
+                    .as_array()
+                    .and_then(|m| m.first())
+                    .and_then(|m| m["@odata.id"].as_str()),
+            )?,
+            FirmwareComponent::Nic(id) => self.adapter_path(&system, id).await?,
+        };
         let protocol = if image.starts_with("https://") {
             "HTTPS"
         } else {

@@ -34,7 +34,7 @@ impl RedfishProvisioner {
                 let Some(component) = FirmwareComponent::parse(&next.component) else {
                     return Err(unsupported(format!(
                         "firmware component {} of host {} is not updated through its BMC \
-                         (bios and bmc are)",
+                         (bios, bmc and nic:<adapter Id> are)",
                         next.component, host.key
                     )));
                 };
