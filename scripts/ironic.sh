@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Starts or stops a standalone OpenStack Ironic on 127.0.0.1: one all-in-one `ironic` process
-# (API + conductor), SQLite, no message bus, fresh state under DIR.
+# (API + conductor), SQLite, no message bus, fresh state under DIR; and a web server for what
+# Ironic publishes to BMCs (DIR/http at its http_url, e.g. the virtual media it attaches), as
+# metal3 runs an httpd beside Ironic.
 #
 #   scripts/ironic.sh start DIR [--auth http_basic USER:PASSWORD] [--port P] [--keep-db]
-#       -> prints the API port; DIR/port, DIR/pid, DIR/ironic.log, DIR/ironic.conf
+#       -> prints the API port; DIR/port, DIR/pid, DIR/http.pid, DIR/ironic.log, DIR/ironic.conf
 #   scripts/ironic.sh stop DIR
 #
 # Without --keep-db the database starts empty (a restart with --port P and no --keep-db is
@@ -15,6 +17,10 @@ dir=${2:?usage: ironic.sh start|stop DIR [options]}
 shift 2
 
 stop() {
+  if [ -f "$dir/http.pid" ]; then
+    kill "$(cat "$dir/http.pid")" 2>/dev/null || true
+    rm -f "$dir/http.pid"
+  fi
   if [ -f "$dir/pid" ]; then
     local pid
     pid=$(cat "$dir/pid")
@@ -50,6 +56,11 @@ start)
   stop
   mkdir -p "$dir/http" "$dir/tftp" "$dir/locks"
   [ -n "$port" ] || port=$(free_port)
+  http_port=$(free_port)
+  python3 -m http.server --bind 127.0.0.1 --directory "$dir/http" "$http_port" \
+    </dev/null >"$dir/http.log" 2>&1 &
+  echo $! >"$dir/http.pid"
+  stop_with_owner "$dir/http.pid"
   if [ "$keep_db" = 0 ]; then rm -f "$dir/ironic.sqlite"; fi
   auth_lines=""
   if [ "$auth" = http_basic ]; then
@@ -100,7 +111,7 @@ dhcp_provider = none
 endpoint_override = http://127.0.0.1:$port
 [deploy]
 http_root = $dir/http
-http_url = http://127.0.0.1:$port/unused
+http_url = http://127.0.0.1:$http_port
 [pxe]
 tftp_root = $dir/tftp
 [oslo_concurrency]
@@ -119,6 +130,7 @@ CONF
   echo "$port" >"$dir/port"
   for _ in $(seq 1 600); do
     if curl -sf -o /dev/null "http://127.0.0.1:$port/v1"; then
+      wait_port "$http_port" 20 || { echo "ironic's web server did not start" >&2; stop; exit 1; }
       echo "$port"
       exit 0
     fi

@@ -352,3 +352,143 @@ async fn bmcjobs_go_through_ironic() {
         TaskState::Succeeded
     );
 }
+
+/// metal3's DataImage through Ironic's virtual media API: attached while the host is off on its
+/// next reboot (sushy-tools' CD holds Ironic's copy of the ISO, and Ironic reads it back), detached on the reboot
+/// after the DataImage is deleted. A URL Ironic refuses is the DataImage's error, with Ironic's
+/// reason, and the host is otherwise untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_images_go_through_ironics_virtual_media() {
+    use ferrometal_api::media::DataImage;
+    use ferrometal_test_support::poll;
+    use kube::ResourceExt;
+    use kube::api::{Api, PostParams};
+    let sushy = peers::Sushy::start(1, "admin:password");
+    let files = peers::FileServer::start();
+    std::fs::write(files.dir.path().join("config.iso"), b"config drive\n").unwrap();
+    let ironic = Ironic::start();
+    let stack = ironic_stack(&ironic).await;
+    stack.secret("bmc", "password").await;
+    let address = sushy.address(peers::SUSHY_SYSTEM_0);
+    stack
+        .host(
+            "node",
+            &address,
+            "bmc",
+            json!({"externallyProvisioned": true, "online": true,
+                   "automatedCleaningMode": "disabled", "inspectionMode": "disabled"}),
+        )
+        .await;
+    stack
+        .wait("node", "externally provisioned and on", |h| {
+            state(h) == S::ExternallyProvisioned && h.status.as_ref().unwrap().powered_on
+        })
+        .await;
+    let images: Api<DataImage> = Api::namespaced(stack.client.clone(), stack::NS);
+    let image = |url: &str| -> DataImage {
+        serde_json::from_value(json!({
+            "apiVersion": "metal3.io/v1alpha1", "kind": "DataImage",
+            "metadata": {"name": "node"}, "spec": {"url": url},
+        }))
+        .unwrap()
+    };
+    let wait_image = |what: &'static str, ok: fn(&DataImage, &str) -> bool, url: String| {
+        let images = images.clone();
+        async move { poll::object(&images, stack::PATIENCE, "node", what, |d| ok(d, &url)).await }
+    };
+    let cd = || sushy.virtual_cd(peers::SUSHY_SYSTEM_0);
+
+    // Refused by Ironic at once: the reason is the DataImage's error; nothing inserted.
+    images
+        .create(
+            &PostParams::default(),
+            &image("ftp://images.example/config.iso"),
+        )
+        .await
+        .unwrap();
+    stack.annotate("node", ann::REBOOT, Some("")).await;
+    let refused = wait_image(
+        "Ironic's refusal recorded",
+        |d, _| {
+            d.status
+                .as_ref()
+                .and_then(|s| s.error.as_ref())
+                .is_some_and(|e| e.message.contains("scheme"))
+        },
+        String::new(),
+    )
+    .await;
+    assert!(refused.status.unwrap().attached_image.is_none());
+    assert_eq!(cd()["Inserted"], false);
+    stack
+        .wait("node", "back on after the reboot", |h| {
+            h.status.as_ref().unwrap().powered_on && h.annotations().get(ann::REBOOT).is_none()
+        })
+        .await;
+
+    // A URL the BMC can fetch: attached on the next reboot.
+    let iso = files.url("config.iso");
+    images
+        .patch(
+            "node",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"url": iso}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        cd()["Inserted"],
+        false,
+        "nothing attached before the reboot"
+    );
+    stack.annotate("node", ann::REBOOT, Some("")).await;
+    wait_image(
+        "the attachment recorded",
+        |d, url| {
+            d.status
+                .as_ref()
+                .and_then(|s| s.attached_image.as_ref())
+                .is_some_and(|a| a.url == url)
+        },
+        iso.clone(),
+    )
+    .await;
+    // The BMC holds Ironic's copy of the ISO, published on Ironic's web server: the same bytes.
+    let shown = cd();
+    assert_eq!(shown["Inserted"], true, "{shown}");
+    let copy = shown["Image"].as_str().unwrap_or_default().to_string();
+    let node = ironic.node("default~node").unwrap();
+    assert!(copy.contains(node["uuid"].as_str().unwrap()), "{shown}");
+    let served = reqwest::get(&copy).await.unwrap().bytes().await.unwrap();
+    assert_eq!(&served[..], b"config drive\n");
+    let vmedia = ironic.get_at("1.93", "/v1/nodes/default~node/vmedia");
+    assert!(vmedia_inserted(&vmedia), "Ironic reads it back: {vmedia}");
+    stack.wait_event("node", "DataImageAttached").await;
+
+    // Deleted: detached on the reboot after, then gone.
+    images
+        .delete("node", &DeleteParams::default())
+        .await
+        .unwrap();
+    stack.annotate("node", ann::REBOOT, Some("")).await;
+    poll::gone(&images, stack::PATIENCE, "node").await;
+    assert_eq!(cd()["Inserted"], false);
+    let host = stack
+        .wait("node", "on again", |h| {
+            h.status.as_ref().unwrap().powered_on
+        })
+        .await;
+    assert_eq!(state(&host), S::ExternallyProvisioned);
+    assert!(
+        !vmedia_inserted(&ironic.get_at("1.93", "/v1/nodes/default~node/vmedia")),
+        "Ironic reads the CD empty"
+    );
+}
+
+fn vmedia_inserted(devices: &serde_json::Value) -> bool {
+    devices
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|d| d["inserted"] == true)
+}

@@ -48,16 +48,26 @@ impl Ironic {
 
     /// A node as Ironic shows it, bypassing the backend under test; `None` when absent.
     pub fn node(&self, name: &str) -> Option<serde_json::Value> {
+        self.read("1.81", &format!("/v1/nodes/{name}"))
+    }
+
+    /// `GET path` at API `version`, bypassing the backend under test; panics unless found.
+    pub fn get_at(&self, version: &str, path: &str) -> serde_json::Value {
+        self.read(version, path)
+            .unwrap_or_else(|| panic!("GET {path}: not found"))
+    }
+
+    fn read(&self, version: &str, path: &str) -> Option<serde_json::Value> {
         let out = Command::new("curl")
             .args([
                 "-s",
                 "-u",
                 &format!("{USER}:{PASSWORD}"),
                 "-H",
-                "X-OpenStack-Ironic-API-Version: 1.81",
+                &format!("X-OpenStack-Ironic-API-Version: {version}"),
                 "-w",
                 "\n%{http_code}",
-                &format!("http://127.0.0.1:{}/v1/nodes/{name}", self.port),
+                &format!("http://127.0.0.1:{}{path}", self.port),
             ])
             .output()
             .expect("curl");
@@ -66,7 +76,7 @@ impl Ironic {
         match code {
             "200" => Some(serde_json::from_str(body).unwrap()),
             "404" => None,
-            other => panic!("GET node {name}: HTTP {other}: {body}"),
+            other => panic!("GET {path}: HTTP {other}: {body}"),
         }
     }
 

@@ -62,6 +62,23 @@ pub async fn host(
     );
 }
 
+/// Polls until the object is gone (404).
+pub async fn gone<K>(api: &Api<K>, patience: Patience, name: &str)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    for _ in 0..patience.tries {
+        if api.get_opt(name).await.unwrap().is_none() {
+            return;
+        }
+        tokio::time::sleep(patience.every).await;
+    }
+    panic!(
+        "{name} was never deleted: {:#?}",
+        api.get_opt(name).await.ok().flatten()
+    );
+}
+
 /// Polls until the host is gone (404).
 pub async fn host_gone(hosts: &Api<BareMetalHost>, patience: Patience, name: &str) {
     for _ in 0..patience.tries {

@@ -21,7 +21,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 /// Real backends take seconds per step (Ironic): 50 ms polls, 2 minutes at most.
-const PATIENCE: poll::Patience = poll::Patience {
+pub const PATIENCE: poll::Patience = poll::Patience {
     tries: 2400,
     every: Duration::from_millis(50),
 };

@@ -29,13 +29,14 @@ impl<T> Context<T> for std::result::Result<T, ApiError> {
     }
 }
 
-/// Ironic's virtual media API needs API version 1.89 (1.93 to read it back); this client
-/// speaks 1.81 throughout, so media tasks are refused with the way out.
+/// A job's media task is a direct BMC action that its restore repeats until the slot shows it;
+/// Ironic attaches media in the background, under the node's lock, so media tasks are refused
+/// with the way out (DataImages do go through Ironic's vmedia API).
 pub(super) fn vmedia_unsupported(host: &HostInfo) -> ProvisionerError {
     ProvisionerError::new(
         ErrorKind::Unsupported,
         format!(
-            "virtual media tasks for host {} are not run through Ironic (its vmedia API needs API 1.89; ferrometal speaks 1.81): use the redfish provisioner for media tasks",
+            "virtual media tasks for host {} are not run through Ironic (it attaches media in the background, where a job cannot follow it step by step): use the redfish provisioner for media tasks",
             host.key
         ),
     )

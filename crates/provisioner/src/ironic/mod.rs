@@ -12,8 +12,8 @@
 //! `provisioner` holds the backend and what every verb shares, `memo` the per-host memory,
 //! `actions` the node requests several verbs share, `recover` the healing of a vanished node;
 //! each verb has its own file (`register`, `inspect`, `provision` with prepare, `adopt`,
-//! `deprovision`, `power`, `remove`, `firmware` for BIOS settings), and this file dispatches the
-//! trait's calls to them.
+//! `deprovision`, `power`, `remove`, `firmware` for BIOS settings and firmware updates, `vmedia`
+//! for DataImages), and this file dispatches the trait's calls to them.
 
 pub mod client;
 pub mod node;
@@ -33,6 +33,7 @@ mod provisioner;
 mod recover;
 mod register;
 mod remove;
+mod vmedia;
 
 use std::time::Instant;
 
@@ -222,6 +223,11 @@ impl Provisioner for IronicProvisioner {
         let r = self.do_boot_device(host, name).await;
         self.finish(host, r.map(Step::Done))?;
         Ok(())
+    }
+
+    async fn data_image(&self, host: &HostInfo, url: Option<&str>) -> Result<Step> {
+        let r = self.do_data_image(host, url).await;
+        self.finish(host, r)
     }
 
     async fn virtual_media(&self, host: &HostInfo, _url: Option<&str>) -> Result<()> {
