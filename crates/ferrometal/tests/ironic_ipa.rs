@@ -97,7 +97,8 @@ fn ironic_node(s: &Serve, ns: &str, name: &str) -> Value {
 }
 
 /// Registration, in-band inspection by IPA (the VM's real CPUs, RAM, disk and NIC), metadata
-/// cleaning, then a qcow2 image with user data and network data written by IPA (`direct`
+/// cleaning, a BIOS update before provisioning (Ironic's `update` clean step with its agent,
+/// in `preparing`), then a qcow2 image with user data and network data written by IPA (`direct`
 /// deploy, the config drive Ironic builds) and booted from the disk, deprovisioning (cleaning
 /// again) back to available, and a missing image named in the provisioning error; on a
 /// legacy-BIOS VM. The host is online from the start, as a host kept ready for a deploy: the
@@ -105,18 +106,22 @@ fn ironic_node(s: &Serve, ns: &str, name: &str) -> Value {
 /// without booting the ramdisk again.
 #[test]
 fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
-    let lab = Lab::up_provisioning(1, Firmware::Legacy, "default", "5G", 1, 2048);
+    // Two VMs, one registered (the second never starts): with one system behind it, Ironic's
+    // firmware update leaves out SimpleUpdate's Targets, which sushy-tools requires.
+    let lab = Lab::up_provisioning(2, Firmware::Legacy, "default", "5G", 1, 2048);
     let vm = lab.vm(0).clone();
     let files = FileServer::start_on(lab.provisioning_address());
     let images = guest_images();
     publish(files.dir.path(), "disk.qcow2", &images.disk_qcow2);
+    std::fs::write(files.dir.path().join("bios.bin"), b"a BIOS image").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let s = serve_ironic(dir.path(), &lab, &files, &[]);
 
-    let manifests = lab
-        .manifests()
+    let manifest = std::fs::read_to_string(&vm.manifest)
+        .unwrap()
         .replace("  online: false\n", "  online: true\n");
-    s.kubectl_stdin(&["apply", "-f", "-"], Some(&manifests));
+    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&manifest));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     wait_for(
         &s,
         &lab,
@@ -155,6 +160,48 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
             .is_some_and(|ip| ip.starts_with(&format!("{prov_net}."))),
         "{boot_nic}"
     );
+
+    // A BIOS update before provisioning: the host goes back to preparing, where Ironic runs its
+    // firmware `update` clean step with its agent (the one still up from cleaning): SimpleUpdate
+    // on the BMC, the reboot that applies it; then the host is available again and the version
+    // the BMC reports is the one flashed.
+    let bios_before = lab.system(&vm)["BiosVersion"].as_str().unwrap().to_string();
+    let hfc_yaml = format!(
+        "apiVersion: metal3.io/v1alpha1\nkind: HostFirmwareComponents\n\
+         metadata: {{name: {0}, namespace: default}}\n\
+         spec: {{updates: [{{component: bios, url: \"{1}\"}}]}}\n",
+        vm.name,
+        files.url("bios.bin")
+    );
+    let o = s.kubectl_stdin(&["apply", "-f", "-"], Some(&hfc_yaml));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let hfc = || -> Value {
+        serde_json::from_str(&s.ok(&["get", "hostfirmwarecomponents", &vm.name, "-o", "json"]))
+            .unwrap()
+    };
+    wait_for(
+        &s,
+        &lab,
+        &vm,
+        "the BIOS flashed in preparing, the host available again",
+        || {
+            !hfc()["status"]["updates"]
+                .as_array()
+                .is_none_or(Vec::is_empty)
+                && state(&host(&s, &vm.name)) == "available"
+        },
+    );
+    let bios_after = lab.system(&vm)["BiosVersion"].as_str().unwrap().to_string();
+    assert_ne!(bios_after, bios_before, "the BMC flashed nothing");
+    let events = s.ok(&["get", "events", "-o", "jsonpath={.items[*].reason}"]);
+    assert!(events.contains("FirmwareUpdated"), "{events}");
+    wait_for(&s, &lab, &vm, "the flashed version read back", || {
+        hfc()["status"]["components"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["component"] == "bios" && c["currentVersion"] == bios_after.as_str())
+    });
 
     // A qcow2 image with user data and network data: a static address on the boot NIC, which
     // the image's first boot applies from the config drive Ironic wrote, beside the user data.

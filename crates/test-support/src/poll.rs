@@ -81,20 +81,7 @@ where
 
 /// Polls until the host is gone (404).
 pub async fn host_gone(hosts: &Api<BareMetalHost>, patience: Patience, name: &str) {
-    for _ in 0..patience.tries {
-        if hosts.get_opt(name).await.unwrap().is_none() {
-            return;
-        }
-        tokio::time::sleep(patience.every).await;
-    }
-    panic!(
-        "host {name} was never deleted: {:#?}",
-        hosts
-            .get(name)
-            .await
-            .ok()
-            .map(|h| (h.metadata.finalizers, h.status))
-    );
+    gone(hosts, patience, name).await
 }
 
 /// The Events about host `name`, oldest first.

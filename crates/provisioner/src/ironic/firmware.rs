@@ -4,16 +4,19 @@
 //! the reboot that applies it).
 //!
 //! On a provisioned host both run as service steps (`service`, API 1.87), settings first, as
-//! metal3 orders them. On a host that is not provisioned, settings run in a manual cleaning
-//! without the agent ramdisk (`disable_ramdisk`); Ironic flashes firmware in a cleaning only
-//! with its agent ramdisk booted, which this provisioner does not do for firmware, so updates
-//! there are refused with that reason. Ironic checks after the boot that the BMC reports every
+//! metal3 orders them. On a host that is not provisioned they run in a manual cleaning:
+//! settings alone without the agent ramdisk (`disable_ramdisk`); updates with it, since
+//! Ironic's `update` clean step needs its agent booted (IPA, `--deploy-kernel-url` and
+//! `--deploy-ramdisk-url` or `--deploy-iso-url`; without one they are refused with that
+//! reason). Ironic checks after the boot that the BMC reports every
 //! value; a value the BMC did not take, or a failed update task, fails the step, and that
 //! failure is the host's error.
 //!
-//! After a manual cleaning the node is powered off (hard), as Ironic ends its own cleaning: the
-//! step's boot left it in whatever it boots without an image, where a graceful shutdown may
-//! never be answered. A serviced node is left on, booted into its own OS.
+//! After a manual cleaning without the agent the node is powered off (hard), as Ironic ends its
+//! own cleaning: the step's boot left it in whatever it boots without an image, where a
+//! graceful shutdown may never be answered. One with the agent is left as Ironic ends it (with
+//! fast track the agent stays up, and the automated cleaning that follows uses it without
+//! booting again). A serviced node is left on, booted into its own OS.
 //!
 //! A step is known to be ours and finished by the node's `provision_updated_at`: the one read
 //! before the request is remembered, and the node back in its resting state with another one
@@ -75,8 +78,8 @@ fn covers(asked: &FirmwareChanges, now: &FirmwareChanges) -> bool {
         && now.updates.iter().all(|u| asked.updates.contains(u))
 }
 
-/// Firmware images on a host that is not provisioned: Ironic's `update` clean step needs its
-/// agent ramdisk booted.
+/// Firmware images on a host that is not provisioned, with no agent ramdisk configured:
+/// Ironic's `update` clean step needs it booted.
 fn updates_refused(host: &HostInfo, changes: &FirmwareChanges) -> ProvisionerError {
     let components: Vec<&str> = changes
         .updates
@@ -86,10 +89,10 @@ fn updates_refused(host: &HostInfo, changes: &FirmwareChanges) -> ProvisionerErr
     ProvisionerError::new(
         ErrorKind::Unsupported,
         format!(
-            "the ironic provisioner flashes firmware only on a provisioned host, through \
-             servicing (host {}: {}): Ironic's firmware update in cleaning needs its agent \
-             ramdisk booted; provision the host and reboot it with a HostUpdatePolicy saying \
-             firmwareUpdates: onReboot, or use the redfish provisioner",
+            "firmware updates of host {} ({}) before it is provisioned: Ironic's firmware \
+             update in cleaning needs its agent ramdisk booted, and none is configured \
+             (--deploy-kernel-url and --deploy-ramdisk-url, or --deploy-iso-url); or provision \
+             the host and reboot it with a HostUpdatePolicy saying firmwareUpdates: onReboot",
             host.key,
             components.join(", ")
         ),
@@ -121,7 +124,9 @@ impl IronicProvisioner {
         match state {
             // The step's boot left the node on, in whatever it boots without an image: off
             // again, hard (as Ironic's own cleaning ends), before the host goes on preparing.
-            "manageable" if moved && power_of(&node) != PowerState::Off => {
+            "manageable"
+                if moved && changes.updates.is_empty() && power_of(&node) != PowerState::Off =>
+            {
                 if str_of(&node, "target_power_state").is_empty() {
                     self.power_action(host, &node, "power off").await?;
                 }
@@ -131,7 +136,9 @@ impl IronicProvisioner {
                 memo.firmware_since = None;
                 Ok(Step::Done(()))
             }
-            "available" | "manageable" if !changes.updates.is_empty() => {
+            "available" | "manageable"
+                if !changes.updates.is_empty() && !self.driver_opts().has_ramdisk() =>
+            {
                 Err(updates_refused(host, changes).into())
             }
             "available" => {
@@ -144,11 +151,17 @@ impl IronicProvisioner {
                 self.wait("Ironic takes the firmware steps")
             }
             "manageable" => {
-                let body = json!({"clean_steps": steps(changes), "disable_ramdisk": true});
+                // Settings alone need no agent; Ironic boots it for an update.
+                let ramdisk = !changes.updates.is_empty();
+                let body = json!({"clean_steps": steps(changes), "disable_ramdisk": !ramdisk});
                 self.provision_action(host, &node, "clean", Some(body))
                     .await?;
                 memo.firmware_since = Some((since, changes.clone()));
-                self.wait("Ironic applies the BIOS settings (manual cleaning)")
+                self.wait(format!(
+                    "Ironic makes the firmware changes (manual cleaning{}): {}",
+                    if ramdisk { " with its agent" } else { "" },
+                    changes.describe()
+                ))
             }
             "active" => {
                 self.service(host, &mut memo, &node, changes).await?;
