@@ -82,8 +82,8 @@ async fn redfish_lifecycle_with_a_live_iso() {
     assert!(p.has_capacity(0).await);
 
     // A firmware image for a host that is not provisioned: Ironic flashes in cleaning only
-    // with its agent ramdisk, so it is refused, naming the way that works, and nothing is
-    // sent to Ironic or the BMC.
+    // with its agent ramdisk, and none is configured here, so it is refused, naming the flags
+    // that set one, and nothing is sent to Ironic or the BMC.
     let before = sushy.changes();
     let changes = FirmwareChanges {
         updates: vec![ComponentUpdate {
@@ -94,7 +94,7 @@ async fn redfish_lifecycle_with_a_live_iso() {
     };
     let e = p.change_firmware(&h, &changes).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
-    assert!(e.to_string().contains("through servicing"), "{e}");
+    assert!(e.to_string().contains("--deploy-kernel-url"), "{e}");
     assert!(e.to_string().contains("bios"), "{e}");
     assert_eq!(ironic.state("ns~node").as_deref(), Some("available"));
     assert_eq!(sushy.changes(), before);
