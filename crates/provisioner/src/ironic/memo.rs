@@ -45,7 +45,8 @@ pub(super) struct Memo {
     /// The node's `provision_updated_at` when firmware steps were asked for, and the changes
     /// they asked for: another time, with the node at rest again, means those steps ran.
     pub(super) firmware_since: Option<(String, crate::FirmwareChanges)>,
-    /// The virtual media asked of Ironic (an image, or none) and the node's `last_error` then:
-    /// a new attach or detach error after it is that request's failure.
-    pub(super) vmedia_asked: Option<(Option<String>, Option<String>)>,
+    /// The virtual media last asked of Ironic (an image, or none). Ironic clears the node's
+    /// `last_error` when it accepts the request, so an attach or detach error after it is
+    /// that request's failure.
+    pub(super) vmedia_asked: Option<Option<String>>,
 }

@@ -132,21 +132,22 @@ impl IronicProvisioner {
         };
         let media = self.do_media_state(host).await?;
         let wanted = url.map(String::from);
-        let asked = memo.vmedia_asked.as_ref().map(|(a, _)| a.clone());
         let shown = match (&wanted, media.inserted) {
             (None, false) => true,
-            (Some(url), true) => media.image.as_ref() == Some(url) || asked == Some(wanted.clone()),
+            (Some(url), true) => {
+                media.image.as_ref() == Some(url) || memo.vmedia_asked.as_ref() == Some(&wanted)
+            }
             _ => false,
         };
         if shown {
             return Ok(Step::Done(()));
         }
-        if let Some((asked, error_before)) = &memo.vmedia_asked
+        if let Some(asked) = &memo.vmedia_asked
             && (*asked == wanted || (asked.is_none() && media.inserted))
         {
-            // Ours (or the ejection before it) is on its way, unless Ironic recorded a new
-            // failure since.
-            return match vmedia_error(&node).filter(|e| Some(e) != error_before.as_ref()) {
+            // Ours (or the ejection before it) is on its way, unless Ironic recorded its
+            // failure (it cleared `last_error` when it took the request).
+            return match vmedia_error(&node) {
                 Some(why) => {
                     memo.vmedia_asked = None;
                     Err(ProvisionerError::new(ErrorKind::Failed, format!("Ironic: {why}")).into())
@@ -154,15 +155,14 @@ impl IronicProvisioner {
                 None => self.wait("Ironic changes the virtual media"),
             };
         }
-        let error_before = last_error(&node);
         if media.inserted {
             // Another image (or one no longer wanted) first out, as the redfish provisioner does.
             self.do_virtual_media(host, None).await?;
-            memo.vmedia_asked = Some((None, error_before));
+            memo.vmedia_asked = Some(None);
             return self.wait("Ironic ejects the virtual media");
         }
         self.do_virtual_media(host, url).await?;
-        memo.vmedia_asked = Some((wanted, error_before));
+        memo.vmedia_asked = Some(wanted);
         self.wait("Ironic attaches the DataImage")
     }
 }
