@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Builds ferrometal's deploy agent ramdisk from Debian packages (the generic kernel unpacked from
-# linux-image-amd64, busybox-static) and the ferrometal-agent binary, cached: a second run with
+# linux-image-amd64, busybox-static, mdadm) and the ferrometal-agent binary, cached: a second run with
 # the same inputs only prints.
 #
 #   scripts/agent-ramdisk.sh [OUTDIR] [--agent PATH]
 #
 # OUTDIR defaults to $FERROMETAL_RAMDISK_CACHE or $REPO_ROOT/.cache/ramdisk. Without --agent it
 # builds the agent (`cargo build --release -p ferrometal-agent`). Prints key=value lines:
-#   kernel, initrd   vmlinuz and initrd.img: busybox, the agent with the shared libraries it
-#                    links (ldd), the CA bundle of this machine (for HTTPS image URLs), and the
-#                    storage/NIC drivers in scripts/agent-ramdisk/modules.
+#   kernel, initrd   vmlinuz and initrd.img: busybox, the agent and mdadm with the shared
+#                    libraries they link (ldd), the CA bundle of this machine (for HTTPS image URLs), and the
+#                    storage/NIC/md drivers in scripts/agent-ramdisk/modules.
 #   iso              agent.iso, BIOS and UEFI (grub-mkrescue), whose grub loads
 #                    /boot/initrd.img and /boot/config.img: ferrometal replaces config.img (an
 #                    empty cpio here) with each boot's configuration (`serve --agent-ramdisk`).
@@ -47,6 +47,8 @@ command -v xorriso >/dev/null || need+=(xorriso)
 command -v mformat >/dev/null || need+=(mtools)
 command -v depmod >/dev/null || need+=(kmod)
 [ -f /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+# mdadm's one library beyond libc (Debian's mdadm package is unpacked, not installed).
+ldconfig -p | grep -q 'libudev\.so\.1 ' || need+=(libudev1)
 if [ ${#need[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "missing ${need[*]}: run as root or install them" >&2; exit 1; }
   echo "agent-ramdisk: installing ${need[*]}" >&2
@@ -57,16 +59,17 @@ fi
 kpkg=$(kernel_package generic)
 [ -n "$kpkg" ] || { apt-get update -qq; kpkg=$(kernel_package generic); }
 [ -n "$kpkg" ] || { echo "no kernel package behind $(meta_package generic)" >&2; exit 1; }
-candidates "$kpkg" busybox-static
+candidates "$kpkg" busybox-static mdadm
 mkdir -p "$OUT/debs"
 kdeb=$(fetch "$kpkg")
 bdeb=$(fetch busybox-static)
+mdeb=$(fetch mdadm)
 for deb in "$OUT/debs"/*.deb; do
-  [ "$deb" = "$kdeb" ] || [ "$deb" = "$bdeb" ] || rm -f "$deb"
+  [ "$deb" = "$kdeb" ] || [ "$deb" = "$bdeb" ] || [ "$deb" = "$mdeb" ] || rm -f "$deb"
 done
 
 key=$( {
-  echo "kernel=$(basename "$kdeb") busybox=$(basename "$bdeb") cmdline=$CMDLINE modules=$GRUB_MODULES"
+  echo "kernel=$(basename "$kdeb") busybox=$(basename "$bdeb") mdadm=$(basename "$mdeb") cmdline=$CMDLINE modules=$GRUB_MODULES"
   sha256sum "$AGENT" /etc/ssl/certs/ca-certificates.crt | cut -d' ' -f1
   dpkg-query -W grub-common grub-pc-bin grub-efi-amd64-bin xorriso
   cat "$0" "$REPO_ROOT/scripts/debian-boot.sh" "$SRC"/*
@@ -87,13 +90,20 @@ B="$OUT/build"
 rm -rf "$B" "$OUT/stamp"
 mkdir -p "$B"
 dpkg-deb -x "$bdeb" "$B/busybox"
+dpkg-deb -x "$mdeb" "$B/mdadm"
 
-# The agent, the libraries it links and the loader, at their own paths; the CA bundle.
+# The agent and mdadm (software RAID), the libraries they link and the loader, at their own
+# paths; the CA bundle.
 initramfs_extra() {
   local R=$1 lib
-  mkdir -p "$R/usr/bin" "$R/etc/ssl/certs" "$R/etc/ferrometal-agent"
+  mkdir -p "$R/usr/bin" "$R/sbin" "$R/etc/ssl/certs" "$R/etc/ferrometal-agent"
   install -m 0755 "$AGENT" "$R/usr/bin/ferrometal-agent"
-  for lib in $(ldd "$AGENT" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+  install -m 0755 "$B/mdadm/sbin/mdadm" "$R/sbin/mdadm"
+  if (ldd "$AGENT"; ldd "$B/mdadm/sbin/mdadm") | grep 'not found' >&2; then
+    echo "agent-ramdisk: a library the agent or mdadm links is missing here" >&2
+    exit 1
+  fi
+  for lib in $( (ldd "$AGENT"; ldd "$B/mdadm/sbin/mdadm") | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u); do
     mkdir -p "$R$(dirname "$lib")"
     cp -L "$lib" "$R$lib"
   done

@@ -17,8 +17,9 @@ use crate::api::{Api, error_chain};
 use crate::checksum::{Algorithm, digest_from_file};
 use crate::hints::choose_root_disk;
 use crate::image::{Sink, Writer};
-use crate::partition;
+use crate::partition::{self, logical_block_size, random_guid};
 use crate::protocol::{DeploySpec, Disk};
+use crate::raid;
 
 /// Config drives are at most 64 MiB, as in Ironic; the partition is never smaller.
 pub const CONFIG_DRIVE_MAX: usize = 64 << 20;
@@ -27,6 +28,8 @@ const HEAD: u64 = 1 << 20;
 /// What a finished deploy reports.
 pub struct Deployed {
     pub root_disk: String,
+    /// The software RAID arrays built, one line each.
+    pub software_raid: Vec<String>,
     pub timings: BTreeMap<String, f64>,
     pub mb_per_s: f64,
 }
@@ -63,8 +66,25 @@ pub async fn deploy(
     sys_root: &Path,
 ) -> Result<Deployed, String> {
     let mut timings = BTreeMap::new();
-    let root = choose_root_disk(disks, &spec.root_device_hints).map_err(|e| e.to_string())?;
-    let disk_size = u64::try_from(root.size_bytes).unwrap_or(0);
+    // Software RAID is planned (and refused) before anything is fetched or written.
+    let raid_plan = if spec.software_raid.is_empty() {
+        None
+    } else {
+        Some(raid::plan(
+            &spec.software_raid,
+            disks,
+            &spec.root_device_hints,
+        )?)
+    };
+    let chosen = match raid_plan {
+        None => choose_root_disk(disks, &spec.root_device_hints)
+            .map_err(|e| e.to_string())?
+            .clone(),
+        // Placeholder until the arrays exist.
+        Some(_) => Disk::default(),
+    };
+    let mut root = chosen;
+    let mut disk_size = u64::try_from(root.size_bytes).unwrap_or(0);
 
     let checksum = spec.checksum.trim();
     let expected = if checksum.starts_with("http://") || checksum.starts_with("https://") {
@@ -75,7 +95,6 @@ pub async fn deploy(
         checksum.to_ascii_lowercase()
     };
     let algorithm = Algorithm::parse(&spec.checksum_type, &expected)?;
-    let mut writer = Writer::new(&spec.format, &root.name, disk_size).map_err(|e| e.to_string())?;
 
     let started = Instant::now();
     let mut response = http
@@ -90,6 +109,18 @@ pub async fn deploy(
             spec.image_url
         ));
     }
+    let mut built = match raid_plan {
+        Some(plan) => {
+            let t = Instant::now();
+            let built = raid::build(plan, disks, &spec.root_device_hints, sys_root)?;
+            timings.insert("softwareRAID".to_string(), t.elapsed().as_secs_f64());
+            root = built.root.clone();
+            disk_size = u64::try_from(root.size_bytes).unwrap_or(0);
+            Some(built)
+        }
+        None => None,
+    };
+    let mut writer = Writer::new(&spec.format, &root.name, disk_size).map_err(|e| e.to_string())?;
     if let Some(length) = response.content_length() {
         writer.check_length(length).map_err(|e| e.to_string())?;
     }
@@ -149,7 +180,17 @@ pub async fn deploy(
             .map_err(|e| format!("writing the config drive to {}: {e}", root.name))?;
         timings.insert("configDrive".to_string(), t.elapsed().as_secs_f64());
     }
+    // The arrays stop next: nothing may hold them open.
+    drop(disk);
+    let software_raid = match &mut built {
+        Some(built) => {
+            raid::install_boot(built, sys_root)?;
+            built.describe()
+        }
+        None => Vec::new(),
+    };
     Ok(Deployed {
+        software_raid,
         root_disk: root.name.clone(),
         timings,
         mb_per_s,
@@ -177,23 +218,4 @@ async fn fetch_small(http: &reqwest::Client, url: &str, limit: usize) -> Result<
         body.extend_from_slice(&chunk);
     }
     Ok(body)
-}
-
-fn logical_block_size(sys_root: &Path, dev: &str) -> u64 {
-    let name = dev.trim_start_matches("/dev/");
-    std::fs::read_to_string(sys_root.join(format!("sys/block/{name}/queue/logical_block_size")))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(512)
-}
-
-/// A random (version 4) GUID in its on-disk byte order.
-/// A GUID of zeros would make every config drive partition alike, so no randomness is an
-/// error, not a fallback.
-pub fn random_guid() -> std::io::Result<[u8; 16]> {
-    let mut g = [0u8; 16];
-    std::io::Read::read_exact(&mut File::open("/dev/urandom")?, &mut g)?;
-    g[7] = (g[7] & 0x0f) | 0x40;
-    g[8] = (g[8] & 0x3f) | 0x80;
-    Ok(g)
 }

@@ -108,7 +108,7 @@ pub fn describe_hints(hints: &RootDeviceHints) -> String {
 }
 
 /// The hints given, by metal3 name, sorted by it.
-fn given_hints(h: &RootDeviceHints) -> Vec<(&'static str, String)> {
+pub fn given_hints(h: &RootDeviceHints) -> Vec<(&'static str, String)> {
     let strings = [
         ("deviceName", &h.device_name),
         ("hctl", &h.hctl),

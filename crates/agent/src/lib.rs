@@ -6,7 +6,7 @@
 //! This crate knows nothing of Kubernetes. `protocol` is the wire format both sides share;
 //! `inspect` reads the hardware from /proc and /sys; `hints` picks the root disk by metal3's
 //! `rootDeviceHints`; `clean` wipes metadata; `checksum`, `image` and `partition` turn a
-//! download into disk contents and a config drive partition; `lldp` hears what the switch
+//! download into disk contents and a config drive partition; `raid` builds software RAID; `lldp` hears what the switch
 //! port says; `network` turns the host's network data into the ramdisk's addressing; `api`
 //! and `deploy` are the network side the `ferrometal-agent` binary drives.
 
@@ -21,3 +21,4 @@ pub mod lldp;
 pub mod network;
 pub mod partition;
 pub mod protocol;
+pub mod raid;

@@ -181,7 +181,12 @@ async fn main() {
                 let disks = inspect::inspect(root).storage;
                 match deploy::deploy(&api, &images, &deploy, &disks, root).await {
                     Ok(done) => (
-                        id,
+                        {
+                            for line in &done.software_raid {
+                                log(&format!("software RAID {line}"));
+                            }
+                            id
+                        },
                         Outcome::Deployed {
                             root_disk: done.root_disk,
                         },

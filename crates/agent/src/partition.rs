@@ -9,6 +9,7 @@
 
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 
 /// The byte span the new partition holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +194,161 @@ fn gpt_add(
     })
 }
 
+/// One GPT entry as stored (the first 128 bytes: type, unique GUID, first and last LBA,
+/// attributes, name), with its slot (0-based; the kernel names the partition `slot + 1`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GptEntry {
+    pub slot: usize,
+    pub raw: [u8; 128],
+}
+
+impl GptEntry {
+    pub fn new(
+        slot: usize,
+        type_guid: [u8; 16],
+        unique: [u8; 16],
+        first: u64,
+        last: u64,
+        name: &str,
+    ) -> Self {
+        let mut raw = [0u8; 128];
+        raw[..16].copy_from_slice(&type_guid);
+        raw[16..32].copy_from_slice(&unique);
+        raw[32..40].copy_from_slice(&first.to_le_bytes());
+        raw[40..48].copy_from_slice(&last.to_le_bytes());
+        for (i, unit) in name.encode_utf16().take(36).enumerate() {
+            raw[56 + 2 * i..58 + 2 * i].copy_from_slice(&unit.to_le_bytes());
+        }
+        GptEntry { slot, raw }
+    }
+
+    pub fn type_guid(&self) -> [u8; 16] {
+        self.raw[..16].try_into().expect("16 bytes")
+    }
+
+    pub fn first_lba(&self) -> u64 {
+        le64(&self.raw, 32)
+    }
+
+    pub fn last_lba(&self) -> u64 {
+        le64(&self.raw, 40)
+    }
+}
+
+/// The used entries of the GPT at the start of `disk`; `None` when the disk has no GPT.
+pub fn read_gpt(disk: &impl FileExt, sector: u64) -> Result<Option<Vec<GptEntry>>, PartitionError> {
+    let mut head = vec![0u8; (2 * sector) as usize];
+    disk.read_exact_at(&mut head, 0)?;
+    let h = &head[sector as usize..];
+    if &h[..8] != b"EFI PART" {
+        return Ok(None);
+    }
+    let entries_lba = le64(h, 72);
+    let count = le32(h, 80) as u64;
+    let entry_size = le32(h, 84) as u64;
+    if !(128..=4096).contains(&entry_size) || count == 0 || count > 4096 {
+        return Err(PartitionError::Layout(format!(
+            "the GPT header describes {count} entries of {entry_size} bytes"
+        )));
+    }
+    let mut entries = vec![0u8; (count * entry_size) as usize];
+    disk.read_exact_at(&mut entries, entries_lba * sector)?;
+    if crc32fast::hash(&entries) != le32(h, 88) {
+        return Err(PartitionError::Layout(
+            "the GPT partition entries do not match their checksum".into(),
+        ));
+    }
+    Ok(Some(
+        entries
+            .chunks_exact(entry_size as usize)
+            .enumerate()
+            .filter(|(_, e)| e[..16].iter().any(|b| *b != 0))
+            .map(|(slot, e)| GptEntry {
+                slot,
+                raw: e[..128].try_into().expect("128 bytes"),
+            })
+            .collect(),
+    ))
+}
+
+/// Writes a new GPT (128 entries, primary and backup, and a protective MBR after `boot_code`,
+/// the MBR's first 440 bytes) over the whole of `disk`. Entries must lie in the usable LBAs.
+pub fn write_gpt(
+    disk: &impl FileExt,
+    disk_size: u64,
+    sector: u64,
+    entries: &[GptEntry],
+    disk_guid: [u8; 16],
+    boot_code: &[u8; 440],
+) -> Result<(), PartitionError> {
+    const COUNT: u64 = 128;
+    const ENTRY: u64 = 128;
+    let lbas = disk_size / sector;
+    let entries_sectors = (COUNT * ENTRY).div_ceil(sector);
+    let first_usable = 2 + entries_sectors;
+    let backup_lba = lbas - 1;
+    let backup_entries_lba = backup_lba - entries_sectors;
+    let last_usable = backup_entries_lba - 1;
+    let mut table = vec![0u8; (COUNT * ENTRY) as usize];
+    for e in entries {
+        if e.slot >= COUNT as usize
+            || e.first_lba() < first_usable
+            || e.last_lba() > last_usable
+            || e.first_lba() > e.last_lba()
+        {
+            return Err(PartitionError::Layout(format!(
+                "partition {} (LBA {}..{}) does not fit a GPT of a {} MiB disk",
+                e.slot + 1,
+                e.first_lba(),
+                e.last_lba(),
+                disk_size >> 20
+            )));
+        }
+        table[e.slot * ENTRY as usize..(e.slot + 1) * ENTRY as usize].copy_from_slice(&e.raw);
+    }
+    let mut header = vec![0u8; 92];
+    header[..8].copy_from_slice(b"EFI PART");
+    header[8..12].copy_from_slice(&0x0001_0000u32.to_le_bytes());
+    header[12..16].copy_from_slice(&92u32.to_le_bytes());
+    header[24..32].copy_from_slice(&1u64.to_le_bytes());
+    header[32..40].copy_from_slice(&backup_lba.to_le_bytes());
+    header[40..48].copy_from_slice(&first_usable.to_le_bytes());
+    header[48..56].copy_from_slice(&last_usable.to_le_bytes());
+    header[56..72].copy_from_slice(&disk_guid);
+    header[72..80].copy_from_slice(&2u64.to_le_bytes());
+    header[80..84].copy_from_slice(&(COUNT as u32).to_le_bytes());
+    header[84..88].copy_from_slice(&(ENTRY as u32).to_le_bytes());
+    header[88..92].copy_from_slice(&crc32fast::hash(&table).to_le_bytes());
+    let primary = seal(&header);
+    let mut backup = header;
+    backup[24..32].copy_from_slice(&backup_lba.to_le_bytes());
+    backup[32..40].copy_from_slice(&1u64.to_le_bytes());
+    backup[72..80].copy_from_slice(&backup_entries_lba.to_le_bytes());
+    let backup = seal(&backup);
+
+    let mut mbr = vec![0u8; sector as usize];
+    mbr[..440].copy_from_slice(boot_code);
+    // One 0xEE partition over the whole disk (or 2 TiB, its limit); CHS "beyond CHS".
+    mbr[446 + 1..446 + 4].copy_from_slice(&[0x00, 0x02, 0x00]);
+    mbr[446 + 4] = 0xEE;
+    mbr[446 + 5..446 + 8].copy_from_slice(&[0xFF, 0xFF, 0xFF]);
+    mbr[446 + 8..446 + 12].copy_from_slice(&1u32.to_le_bytes());
+    let sectors = u32::try_from(lbas - 1).unwrap_or(u32::MAX);
+    mbr[446 + 12..446 + 16].copy_from_slice(&sectors.to_le_bytes());
+    mbr[510] = 0x55;
+    mbr[511] = 0xAA;
+    let mut primary_sector = vec![0u8; sector as usize];
+    primary_sector[..92].copy_from_slice(&primary);
+    let mut backup_sector = vec![0u8; sector as usize];
+    backup_sector[..92].copy_from_slice(&backup);
+    disk.write_all_at(&table, backup_entries_lba * sector)?;
+    disk.write_all_at(&backup_sector, backup_lba * sector)?;
+    disk.write_all_at(&table, 2 * sector)?;
+    disk.write_all_at(&primary_sector, sector)?;
+    disk.write_all_at(&mbr, 0)?;
+    Ok(())
+}
+
 /// The header with its CRC32 computed over itself (CRC field zeroed first).
 fn seal(header: &[u8]) -> Vec<u8> {
     let mut h = header.to_vec();
@@ -243,6 +399,26 @@ fn mbr_add(
     })
 }
 
+/// The device's logical block size (512 when sysfs does not say).
+pub fn logical_block_size(sys_root: &Path, dev: &str) -> u64 {
+    let name = dev.trim_start_matches("/dev/");
+    std::fs::read_to_string(sys_root.join(format!("sys/block/{name}/queue/logical_block_size")))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(512)
+}
+
+/// A random (version 4) GUID in its on-disk byte order.
+/// A GUID of zeros would make every config drive partition alike, so no randomness is an
+/// error, not a fallback.
+pub fn random_guid() -> std::io::Result<[u8; 16]> {
+    let mut g = [0u8; 16];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut g)?;
+    g[7] = (g[7] & 0x0f) | 0x40;
+    g[8] = (g[8] & 0x3f) | 0x80;
+    Ok(g)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +449,36 @@ mod tests {
                 .contains("they end at 50 MiB of a 100 MiB disk"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_written_gpt_reads_back_and_takes_a_config_drive() {
+        let f = tempfile::tempfile().unwrap();
+        let size = 64u64 << 20;
+        f.set_len(size).unwrap();
+        let entries = [
+            GptEntry::new(1, LINUX_DATA, [2; 16], 2048, 4095, "esp"),
+            GptEntry::new(4, LINUX_DATA, [3; 16], 8192, 16383, "raid"),
+        ];
+        write_gpt(&f, size, 512, &entries, [9; 16], &[0x33; 440]).unwrap();
+        let back = read_gpt(&f, 512).unwrap().unwrap();
+        assert_eq!(back, entries.to_vec());
+        let mut mbr = [0u8; 512];
+        f.read_exact_at(&mut mbr, 0).unwrap();
+        assert_eq!(
+            (mbr[0], mbr[439], mbr[450], mbr[510], mbr[511]),
+            (0x33, 0x33, 0xEE, 0x55, 0xAA)
+        );
+        // The table is valid for the code that adds to it: the new partition takes slot 0.
+        let span = add_at_end(&f, size, 512, 1 << 20, "config-2", [4; 16]).unwrap();
+        assert_eq!(
+            (span.number, span.start),
+            (1, (size >> 20) * (1 << 20) - (2 << 20))
+        );
+        // An entry beyond the usable LBAs is refused, naming it.
+        let bad = [GptEntry::new(0, LINUX_DATA, [2; 16], 2048, size / 512, "x")];
+        let err = write_gpt(&f, size, 512, &bad, [9; 16], &[0; 440]).unwrap_err();
+        assert!(err.to_string().contains("partition 1"), "{err}");
     }
 
     #[test]

@@ -100,6 +100,26 @@ pub struct DeploySpec {
     /// write as its own partition; none when the host has no data for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_drive_url: Option<String>,
+    /// metal3's `softwareRAIDVolumes`: md arrays built on the member disks before the image is
+    /// written to the root one; empty: the image goes to the disk the hints choose.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub software_raid: Vec<SoftwareRaidVolume>,
+}
+
+/// One of metal3's `softwareRAIDVolumes`, field for field.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SoftwareRaidVolume {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub root_volume: bool,
+    /// None or 0: the rest of each member disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_gibibytes: Option<i64>,
+    /// `0`, `1` or `1+0`.
+    pub level: String,
+    /// One disk each (hints, as for the root device); none: every disk.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub physical_disks: Vec<RootDeviceHints>,
 }
 
 /// metal3's `rootDeviceHints`; every hint given must match.
@@ -312,6 +332,7 @@ mod tests {
                     ..RootDeviceHints::default()
                 },
                 config_drive_url: None,
+                software_raid: Vec::new(),
             }),
         };
         let text = serde_json::to_string(&deploy).unwrap();
