@@ -207,14 +207,17 @@ pub fn spec_fault(st: &BareMetalHostStatus) -> Option<SpecFault> {
 }
 
 /// What in `spec` is kept but not acted on, as one message; `None` when everything is.
-pub fn not_acted_on(spec: &BareMetalHostSpec) -> Option<String> {
+/// `builds_software_raid`: the provisioner builds `softwareRAIDVolumes` (its deploy agent does).
+pub fn not_acted_on(spec: &BareMetalHostSpec, builds_software_raid: bool) -> Option<String> {
     let mut out = Vec::new();
-    if spec
-        .raid
-        .as_ref()
-        .is_some_and(|r| r.software_raid_volumes.is_some())
+    if !builds_software_raid
+        && spec
+            .raid
+            .as_ref()
+            .and_then(|r| r.software_raid_volumes.as_ref())
+            .is_some_and(|v| !v.is_empty())
     {
-        out.push("spec.raid.softwareRAIDVolumes: software RAID is not built by these provisioners");
+        out.push("spec.raid.softwareRAIDVolumes: software RAID is built only by the redfish provisioner's deploy agent");
     }
     if spec.firmware.as_ref().is_some_and(|f| f.is_requested()) {
         out.push("spec.firmware: deprecated by metal3 (no driver applies it); not applied");
@@ -241,6 +244,7 @@ pub fn not_acted_on(spec: &BareMetalHostSpec) -> Option<String> {
 pub fn update_not_acted_on(
     st: &mut BareMetalHostStatus,
     spec: &BareMetalHostSpec,
+    builds_software_raid: bool,
     generation: Option<i64>,
     now: &str,
 ) -> Option<String> {
@@ -249,7 +253,7 @@ pub fn update_not_acted_on(
         .iter()
         .find(|c| c.type_ == FIELDS_NOT_ACTED_ON)
         .map(|c| c.message.clone());
-    let now_msg = not_acted_on(spec);
+    let now_msg = not_acted_on(spec, builds_software_raid);
     match &now_msg {
         Some(m) => set_condition(
             &mut st.conditions,
@@ -569,19 +573,22 @@ mod tests {
     fn fields_not_acted_on_are_named_once_and_cleared() {
         let mut spec = BareMetalHostSpec::default();
         let mut st = status(S::Available, OperationalStatus::Ok);
-        assert_eq!(update_not_acted_on(&mut st, &spec, None, "t"), None);
+        assert_eq!(update_not_acted_on(&mut st, &spec, false, None, "t"), None);
         spec.taints.push(Default::default());
         spec.raid = Some(ferrometal_api::RaidConfig {
-            hardware_raid_volumes: Some(vec![]),
-            software_raid_volumes: Some(vec![]),
+            hardware_raid_volumes: None,
+            software_raid_volumes: Some(vec![ferrometal_api::SoftwareRaidVolume {
+                level: "1".into(),
+                ..Default::default()
+            }]),
         });
-        let first = update_not_acted_on(&mut st, &spec, None, "t").unwrap();
+        let first = update_not_acted_on(&mut st, &spec, false, None, "t").unwrap();
         assert!(
-            first.contains("spec.raid") && first.contains("spec.taints"),
+            first.contains("spec.raid.softwareRAIDVolumes") && first.contains("spec.taints"),
             "{first}"
         );
         assert_eq!(
-            update_not_acted_on(&mut st, &spec, None, "t"),
+            update_not_acted_on(&mut st, &spec, false, None, "t"),
             None,
             "no second Event"
         );
@@ -594,8 +601,11 @@ mod tests {
             (c.status.as_str(), c.message.as_str()),
             ("True", first.as_str())
         );
+        // A provisioner whose deploy agent builds software RAID acts on it.
+        let built = update_not_acted_on(&mut st, &spec, true, None, "t").unwrap();
+        assert!(!built.contains("spec.raid"), "{built}");
         spec = BareMetalHostSpec::default();
-        update_not_acted_on(&mut st, &spec, None, "t");
+        update_not_acted_on(&mut st, &spec, true, None, "t");
         assert!(st.conditions.is_empty());
     }
 

@@ -60,6 +60,9 @@ pub struct Deployment {
     pub user_data: Option<String>,
     pub network_data: Option<String>,
     pub meta_data: Option<String>,
+    /// metal3's `softwareRAIDVolumes`, built when the image is written (backends that
+    /// [`Provisioner::builds_software_raid`]).
+    pub software_raid: Vec<ferrometal_api::SoftwareRaidVolume>,
 }
 
 /// Firmware changes to make on a host: the wanted BIOS settings of its HostFirmwareSettings
@@ -437,6 +440,11 @@ pub trait Provisioner: Send + Sync + 'static {
 
     /// Whether this backend boots a deploy agent of its own (and so has boot media to report).
     fn boots_agent(&self) -> bool {
+        false
+    }
+
+    /// Whether this backend builds metal3's `softwareRAIDVolumes` when it writes an image.
+    fn builds_software_raid(&self) -> bool {
         false
     }
 

@@ -106,6 +106,17 @@ impl Lab {
         Lab::make(n, firmware, ns, &["--disk", disk, "--ram", "1024"])
     }
 
+    /// As `up_with_disk`, with `disks` disks of `disk` each (vda, vdb, ...).
+    pub fn up_with_disks(n: usize, firmware: Firmware, ns: &str, disk: &str, disks: usize) -> Lab {
+        let disks = disks.to_string();
+        Lab::make(
+            n,
+            firmware,
+            ns,
+            &["--disk", disk, "--disks", &disks, "--ram", "1024"],
+        )
+    }
+
     /// VMs whose first NIC is on a provisioning network of the lab's own
     /// ([`Summary::provisioning`]), with `ram_mib` of memory (an agent ramdisk with a Python
     /// userland needs 2048) and `disks` disks of `disk` each.
@@ -325,6 +336,29 @@ impl Lab {
             .port;
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         socket.send_to(frame, ("127.0.0.1", port)).unwrap();
+    }
+
+    /// Takes disk `target` (`vda`) out of the VM's persistent definition, as a failed disk
+    /// pulled from a server: the next start runs without it (its volume stays the lab's).
+    pub fn detach_disk(&self, vm: &Vm, target: &str) {
+        let out = Command::new("virsh")
+            .args([
+                "-q",
+                "-c",
+                "qemu:///system",
+                "detach-disk",
+                &vm.name,
+                target,
+                "--config",
+            ])
+            .output()
+            .expect("virsh");
+        assert!(
+            out.status.success(),
+            "virsh detach-disk {} {target}: {}",
+            vm.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// The file behind the VM's first disk (a qcow2 volume), as libvirt names it.

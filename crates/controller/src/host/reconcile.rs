@@ -104,7 +104,8 @@ async fn reconcile_host(
             }
             let (observation, credentials) =
                 read_credentials(&ctx.client, &ctx.secrets, host).await?;
-            let firmware = firmware_work(host, &ctx.firmware);
+            let mut firmware = firmware_work(host, &ctx.firmware);
+            firmware.builds_software_raid = ctx.provisioner.builds_software_raid();
             let data_image = data_image_work(host, &ctx.firmware);
             (
                 Chain::new(
@@ -288,6 +289,14 @@ async fn deployment(
         network_data: data_secret(ctx, host, DataField::NetworkData, &host.spec.network_data)
             .await?,
         meta_data: data_secret(ctx, host, DataField::MetaData, &host.spec.meta_data).await?,
+        // What preparing checked and recorded (as metal3 builds RAID there): a later change of
+        // spec.raid waits for the next preparing.
+        software_raid: host
+            .status
+            .as_ref()
+            .and_then(|st| st.provisioning.raid.as_ref())
+            .and_then(|r| r.software_raid_volumes.clone())
+            .unwrap_or_default(),
     })
 }
 

@@ -468,6 +468,7 @@ mod tests {
                 checksum_type: "auto".into(),
                 root_device_hints: Default::default(),
                 config_drive_url: None,
+                software_raid: Vec::new(),
             }),
             clean: false,
         }

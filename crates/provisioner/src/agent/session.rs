@@ -203,6 +203,7 @@ mod tests {
             checksum_type: "sha256".into(),
             root_device_hints: Default::default(),
             config_drive_url: None,
+            software_raid: Vec::new(),
         })
     }
 

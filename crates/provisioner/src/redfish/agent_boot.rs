@@ -73,6 +73,18 @@ pub fn deploy_spec(host: &HostInfo, deployment: &Deployment) -> Result<DeploySpe
         .and_then(|h| serde_json::to_value(h).ok())
         .and_then(|v| serde_json::from_value::<RootDeviceHints>(v).ok())
         .unwrap_or_default();
+    // The same fields on both sides; a failure here is a bug, said as such, never a volume lost.
+    let software_raid = deployment
+        .software_raid
+        .iter()
+        .map(|v| serde_json::to_value(v).and_then(serde_json::from_value))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| {
+            ProvisionerError::new(
+                ErrorKind::Failed,
+                format!("spec.raid.softwareRAIDVolumes cannot be handed to the deploy agent: {e}"),
+            )
+        })?;
     Ok(DeploySpec {
         image_url: image.url.clone(),
         format: format.to_string(),
@@ -80,6 +92,7 @@ pub fn deploy_spec(host: &HostInfo, deployment: &Deployment) -> Result<DeploySpe
         checksum_type,
         root_device_hints: hints,
         config_drive_url: None,
+        software_raid,
     })
 }
 

@@ -172,6 +172,10 @@ impl Provisioner for RedfishProvisioner {
         self.agent.is_some()
     }
 
+    fn builds_software_raid(&self) -> bool {
+        self.agent.is_some()
+    }
+
     fn agent_boot_media(&self, host_key: &str) -> Option<crate::BootMedia> {
         let progress = self.agent.as_ref()?.progress(host_key)?;
         Some(match progress.media {

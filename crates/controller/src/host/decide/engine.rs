@@ -427,9 +427,13 @@ impl<'a, 'b> Engine<'a, 'b> {
         let mut st = std::mem::take(&mut self.st);
         update_conditions(&mut st, self.input.generation, self.input.now);
         let now = rfc3339(self.input.now);
-        if let Some(message) =
-            conditions::update_not_acted_on(&mut st, self.input.spec, self.input.generation, &now)
-        {
+        if let Some(message) = conditions::update_not_acted_on(
+            &mut st,
+            self.input.spec,
+            self.input.firmware.builds_software_raid,
+            self.input.generation,
+            &now,
+        ) {
             self.warning("FieldsNotActedOn", message);
         }
         let original = self.input.status.cloned().unwrap_or_default();

@@ -22,6 +22,7 @@ mod firmware;
 mod protocol;
 mod provision;
 mod register;
+mod software_raid;
 mod steady;
 
 pub use engine::{backoff, update_conditions};

@@ -75,6 +75,8 @@ pub struct FirmwareWork {
     pub settings_on_reboot: bool,
     /// ... and `firmwareUpdates: onReboot`: its firmware is updated then.
     pub updates_on_reboot: bool,
+    /// The provisioner builds metal3's `softwareRAIDVolumes` (through its deploy agent).
+    pub builds_software_raid: bool,
 }
 
 /// The one provisioner call a reconcile makes.

@@ -13,6 +13,7 @@ impl Engine<'_, '_> {
     pub(super) fn preparing(&mut self) -> Flow {
         self.prepare_firmware()?;
         self.prepare_raid()?;
+        self.prepare_software_raid()?;
         match self.call(Call::Prepare)? {
             Outcome::Done => {
                 self.clear_error();
@@ -37,7 +38,10 @@ impl Engine<'_, '_> {
             self.remove_annotation(ann::INSPECT);
             return self.go(S::Inspecting);
         }
-        if self.pending_firmware().is_some() || self.pending_raid().is_some() {
+        if self.pending_firmware().is_some()
+            || self.pending_raid().is_some()
+            || self.pending_software_raid().is_some()
+        {
             // metal3: changed firmware or RAID take the host back to preparing.
             return self.go(S::Preparing);
         }

@@ -16,6 +16,7 @@ fn work(on_reboot: bool) -> FirmwareWork {
         read: Some("2026-01-01T00:00:00Z".into()),
         settings_on_reboot: on_reboot,
         updates_on_reboot: false,
+        builds_software_raid: false,
     }
 }
 
@@ -244,6 +245,7 @@ fn firmware_updates_follow_their_own_policy() {
         read: Some("t".into()),
         settings_on_reboot,
         updates_on_reboot,
+        builds_software_raid: false,
     };
     check_all(vec![
         case(
@@ -346,7 +348,7 @@ fn hardware_raid_is_built_in_preparing_and_recorded() {
             |d| assert_eq!(d.status, None),
         ),
         case(
-            "available, only software RAID asked → stays (reported, not built)",
+            "available, an empty software RAID list → stays (nothing to build)",
             with(fx(S::Available), |f| {
                 f.spec.raid = Some(ferrometal_api::RaidConfig {
                     hardware_raid_volumes: None,
@@ -381,6 +383,101 @@ fn hardware_raid_is_built_in_preparing_and_recorded() {
             Some(Call::ConfigureRaid(vec![])),
             Some(Outcome::Done),
             |d| assert!(has_event(d, "RAIDConfigured")),
+        ),
+    ]);
+}
+
+fn software(levels: &[&str]) -> Vec<ferrometal_api::SoftwareRaidVolume> {
+    levels
+        .iter()
+        .map(|l| ferrometal_api::SoftwareRaidVolume {
+            level: (*l).into(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn with_software_raid(
+    state: S,
+    volumes: Vec<ferrometal_api::SoftwareRaidVolume>,
+    builds: bool,
+) -> Fx {
+    with(fx(state), |f| {
+        f.spec.raid = Some(ferrometal_api::RaidConfig {
+            hardware_raid_volumes: None,
+            software_raid_volumes: Some(volumes),
+        });
+        f.firmware.builds_software_raid = builds;
+    })
+}
+
+#[test]
+fn software_raid_is_checked_and_recorded_in_preparing_for_the_deploy_agent() {
+    check_all(vec![
+        case(
+            "available, software RAID asked, not recorded → preparing",
+            with_software_raid(S::Available, software(&["1"]), true),
+            None,
+            None,
+            |d| assert_eq!(state(d), Some(S::Preparing)),
+        ),
+        case(
+            "available, recorded as asked → stays",
+            with(
+                with_software_raid(S::Available, software(&["1", "0"]), true),
+                |f| {
+                    f.status_mut().provisioning.raid = f.spec.raid.clone();
+                },
+            ),
+            None,
+            None,
+            |d| assert_eq!(d.status, None),
+        ),
+        case(
+            "preparing with a deploy agent → recorded without a BMC call, Event, then prepare",
+            with_software_raid(S::Preparing, software(&["1", "0"]), true),
+            None,
+            None,
+            |d| {
+                let raid = st(d).provisioning.raid.as_ref().unwrap();
+                assert_eq!(
+                    raid.software_raid_volumes.as_deref(),
+                    Some(&software(&["1", "0"])[..])
+                );
+                assert!(has_event(d, "RAIDConfigured"));
+                assert_eq!(d.call, None);
+            },
+        ),
+        case(
+            "preparing without a deploy agent → refused, named",
+            with_software_raid(S::Preparing, software(&["1"]), false),
+            None,
+            None,
+            |d| {
+                assert_eq!(st(d).error_type, Some(ErrorType::Preparation));
+                assert!(
+                    st(d)
+                        .error_message
+                        .contains("spec.raid.softwareRAIDVolumes"),
+                    "{}",
+                    st(d).error_message
+                );
+                assert!(st(d).provisioning.raid.is_none());
+            },
+        ),
+        case(
+            "preparing, first volume not RAID 1 → refused as metal3 refuses it",
+            with_software_raid(S::Preparing, software(&["0"]), true),
+            None,
+            None,
+            |d| {
+                assert_eq!(st(d).error_type, Some(ErrorType::Preparation));
+                assert!(
+                    st(d).error_message.contains("[0].level"),
+                    "{}",
+                    st(d).error_message
+                );
+            },
         ),
     ]);
 }

@@ -1,0 +1,217 @@
+//! metal3's `softwareRAIDVolumes` through ferrometal's deploy agent, on a lab VM with two disks
+//! behind sushy-tools: a RAID 1 root of 2 GiB and a RAID 0 volume on the rest, the image
+//! written to the mirror, the image's boot partitions copied to both disks. The proof is on the
+//! VM: both disks carry the md 1.0 superblocks of both arrays and the same image bytes, the
+//! disk boots (its first-boot line on the console), and it boots again with its first disk
+//! pulled out of the VM.
+
+mod lab_common;
+mod serve_common;
+
+use std::time::Duration;
+
+use ferrometal_test_support::peers::FileServer;
+use ferrometal_test_support::vmlab::{Firmware, Lab, Vm, guest_images, publish};
+use lab_common::{FIRSTBOOT, Ports, host, serve_on, sha256_hex, state};
+use serve_common::Serve;
+
+/// Software emulation: a boot into the ramdisk or the disk takes 6-15 s here; room for load.
+const BOOT: Duration = Duration::from_secs(300);
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+/// The agent keeps the first GiB of each member disk for the image's boot partitions.
+const BOOT_REGION: u64 = GIB;
+/// Linux RAID's partition type as stored (A19D880F-05FC-4D3B-A006-743F0F84911E).
+const LINUX_RAID: [u8; 16] = [
+    0x0F, 0x88, 0x9D, 0xA1, 0xFC, 0x05, 0x3B, 0x4D, 0xA0, 0x06, 0x74, 0x3F, 0x0F, 0x84, 0x91, 0x1E,
+];
+
+fn wait_for(s: &Serve, lab: &Lab, vm: &Vm, what: &str, check: impl FnMut() -> bool) {
+    lab_common::wait_for(s, lab, vm, BOOT, what, check)
+}
+
+fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// (slot, type GUID, first byte, length) of each used entry of the GPT at the start of `head`.
+fn gpt(head: &[u8]) -> Vec<(usize, [u8; 16], u64, u64)> {
+    assert_eq!(&head[512..520], b"EFI PART", "no GPT");
+    head[1024..1024 + 128 * 128]
+        .chunks_exact(128)
+        .enumerate()
+        .filter(|(_, e)| e[..16].iter().any(|b| *b != 0))
+        .map(|(i, e)| {
+            let first = le64(e, 32) * 512;
+            let last = le64(e, 40) * 512 + 512;
+            (i, e[..16].try_into().unwrap(), first, last - first)
+        })
+        .collect()
+}
+
+/// The md 1.0 superblock at the end of a member partition: its array UUID and RAID level.
+fn superblock(lab: &Lab, vm: &Vm, disk: usize, start: u64, len: u64) -> ([u8; 16], u32) {
+    // md 1.0: 8 KiB before the end, on a 4 KiB boundary.
+    let at = (start + len - 8192) / 4096 * 4096;
+    let sb = lab.read_disk_at(vm, disk, at, 4096);
+    assert_eq!(
+        sb[..4],
+        0xa92b_4efcu32.to_le_bytes(),
+        "no md superblock at byte {at} of disk {disk}"
+    );
+    assert_eq!(
+        u32::from_le_bytes(sb[4..8].try_into().unwrap()),
+        1,
+        "major version"
+    );
+    (
+        sb[16..32].try_into().unwrap(),
+        u32::from_le_bytes(sb[72..76].try_into().unwrap()),
+    )
+}
+
+#[test]
+fn software_raid_volumes_are_built_by_the_agent_and_each_disk_boots_alone() {
+    let lab = Lab::up_with_disks(1, Firmware::Legacy, "default", "5G", 2);
+    let vm = lab.vm(0).clone();
+    let files = FileServer::start();
+    let images = guest_images();
+    publish(files.dir.path(), "disk.raw", &images.disk_raw);
+    let raw = std::fs::read(&images.disk_raw).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve_on(dir.path(), Ports::free(), &[]);
+    s.kubectl_stdin(&["apply", "-f", "-"], Some(&lab.manifests()));
+    wait_for(&s, &lab, &vm, "available", || {
+        state(&host(&s, "default", &vm.name)) == "available"
+    });
+
+    let url = format!("http://10.0.2.2:{}/disk.raw", files.port);
+    let sum = sha256_hex(&raw);
+    let raid = r#"{"softwareRAIDVolumes":[{"level":"1","sizeGibibytes":2},{"level":"0"}]}"#;
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        &format!(
+            r#"{{"spec":{{"online":true,"raid":{raid},"image":{{"url":"{url}","format":"raw","checksum":"{sum}"}}}}}}"#
+        ),
+    ]);
+    wait_for(&s, &lab, &vm, "the first boot from the disk", || {
+        lab.console(&vm).contains(FIRSTBOOT)
+    });
+    wait_for(&s, &lab, &vm, "provisioned", || {
+        state(&host(&s, "default", &vm.name)) == "provisioned"
+    });
+    let h = host(&s, "default", &vm.name);
+    assert_eq!(
+        h["spec"]["raid"]["softwareRAIDVolumes"][1]["level"], "0",
+        "{h}"
+    );
+    assert_eq!(
+        h["status"]["provisioning"]["raid"]["softwareRAIDVolumes"],
+        h["spec"]["raid"]["softwareRAIDVolumes"],
+        "{h}"
+    );
+    let conditions = h["status"]["conditions"].to_string();
+    assert!(!conditions.contains("softwareRAIDVolumes"), "{conditions}");
+    let console = lab.console(&vm);
+    assert!(
+        console.contains("software RAID /dev/md0: RAID 1 over /dev/vda3 /dev/vdb3 (2048 MiB)"),
+        "{console}"
+    );
+    assert!(
+        console.contains("software RAID /dev/md1: RAID 0 over /dev/vda4 /dev/vdb4"),
+        "{console}"
+    );
+    let events = s.ok(&["get", "events", "-o", "json"]);
+    assert!(
+        events.contains("software RAID volumes, built by the deploy agent"),
+        "{events}"
+    );
+
+    // Both disks: the image's boot partitions at its own LBAs and numbers, then the members.
+    let image = gpt(&raw[..34 * 512]);
+    let (esp_start, esp_len) = image
+        .iter()
+        .find(|e| e.0 == 1)
+        .map(|e| (e.2, e.3))
+        .expect("the image's ESP is its partition 2");
+    let esp = &raw[esp_start as usize..(esp_start + esp_len) as usize];
+    let mut arrays = Vec::new();
+    for disk in 0..2 {
+        let head = lab.read_disk_at(&vm, disk, 0, MIB);
+        assert_eq!(
+            head[..440],
+            raw[..440],
+            "disk {disk}: the image's boot code"
+        );
+        let table = gpt(&head);
+        assert_eq!(
+            table[..2]
+                .iter()
+                .map(|e| (e.0, e.2, e.3))
+                .collect::<Vec<_>>(),
+            image.iter().map(|e| (e.0, e.2, e.3)).collect::<Vec<_>>(),
+            "disk {disk}"
+        );
+        let members: Vec<_> = table.iter().filter(|e| e.1 == LINUX_RAID).collect();
+        assert_eq!(members.len(), 2, "disk {disk}: {table:?}");
+        assert_eq!(members[0].2, BOOT_REGION);
+        assert_eq!(members[0].3, 2 * GIB + MIB);
+        assert_eq!(members[1].2, BOOT_REGION + 2 * GIB + MIB);
+        // The copied ESP, and the image itself inside the mirror (md 1.0: data from byte 0).
+        assert!(
+            lab.read_disk_at(&vm, disk, esp_start, esp_len) == esp,
+            "disk {disk}: ESP copy"
+        );
+        assert!(
+            lab.read_disk_at(&vm, disk, BOOT_REGION + esp_start, esp_len) == esp,
+            "disk {disk}: the image in the mirror"
+        );
+        arrays.push((
+            superblock(&lab, &vm, disk, members[0].2, members[0].3),
+            superblock(&lab, &vm, disk, members[1].2, members[1].3),
+        ));
+    }
+    assert_eq!(
+        arrays[0], arrays[1],
+        "both disks are members of the same two arrays"
+    );
+    assert_ne!(arrays[0].0.0, arrays[0].1.0);
+    assert_eq!((arrays[0].0.1, arrays[0].1.1), (1, 0), "RAID levels");
+
+    // The first disk pulled out: the second boots on its own.
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"online":false}}"#,
+    ]);
+    wait_for(&s, &lab, &vm, "powered off", || {
+        host(&s, "default", &vm.name)["status"]["poweredOn"] == false
+    });
+    lab.detach_disk(&vm, "vda");
+    let before = lab.console_len(&vm);
+    s.ok(&[
+        "patch",
+        "bmh",
+        &vm.name,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"online":true}}"#,
+    ]);
+    let line = lab.wait_console(&vm, FIRSTBOOT, before, BOOT);
+    assert!(line.contains("\"boot\":\"bios\""), "{line}");
+    assert_eq!(
+        state(&host(&s, "default", &vm.name)),
+        "provisioned",
+        "the host stays provisioned"
+    );
+}
