@@ -70,9 +70,29 @@ fn wait(what: &str, logs: &[&Serve], mut ok: impl FnMut() -> bool) {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Each serve's hosts (state, error, backoff) beside its log: a wait that runs out under
+    // load says where the hosts stood.
     let logs: Vec<String> = logs
         .iter()
-        .map(|s| std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default())
+        .map(|s| {
+            let hosts = s.kubectl_with(
+                &s.kubeconfig,
+                &[
+                    "get",
+                    "bmh",
+                    "-A",
+                    "-o",
+                    "custom-columns=NS:.metadata.namespace,NAME:.metadata.name,STATE:.status.provisioning.state,POWER:.status.poweredOn,ERRORS:.status.errorCount,ERROR:.status.errorMessage",
+                ],
+                None,
+            );
+            format!(
+                "{}{}\n{}",
+                String::from_utf8_lossy(&hosts.stdout),
+                String::from_utf8_lossy(&hosts.stderr),
+                std::fs::read_to_string(s.dir.join("serve.log")).unwrap_or_default()
+            )
+        })
         .collect();
     panic!("never: {what}\n{}", logs.join("\n-----\n"));
 }
