@@ -34,6 +34,12 @@ pub struct Deployed {
     pub mb_per_s: f64,
 }
 
+/// Where the image goes: a disk, or the root of software RAID arrays still to be built.
+enum Target {
+    Disk(Disk),
+    Raid(raid::Plan),
+}
+
 /// Writes to the disk, keeping the first MiB back until `commit`.
 struct HeldHead<'a> {
     disk: &'a File,
@@ -66,25 +72,21 @@ pub async fn deploy(
     sys_root: &Path,
 ) -> Result<Deployed, String> {
     let mut timings = BTreeMap::new();
-    // Software RAID is planned (and refused) before anything is fetched or written.
-    let raid_plan = if spec.software_raid.is_empty() {
-        None
+    // The root disk is chosen, or the software RAID planned (and refused), before anything is
+    // fetched or written.
+    let target = if spec.software_raid.is_empty() {
+        Target::Disk(
+            choose_root_disk(disks, &spec.root_device_hints)
+                .map_err(|e| e.to_string())?
+                .clone(),
+        )
     } else {
-        Some(raid::plan(
+        Target::Raid(raid::plan(
             &spec.software_raid,
             disks,
             &spec.root_device_hints,
         )?)
     };
-    let chosen = match raid_plan {
-        None => choose_root_disk(disks, &spec.root_device_hints)
-            .map_err(|e| e.to_string())?
-            .clone(),
-        // Placeholder until the arrays exist.
-        Some(_) => Disk::default(),
-    };
-    let mut root = chosen;
-    let mut disk_size = u64::try_from(root.size_bytes).unwrap_or(0);
 
     let checksum = spec.checksum.trim();
     let expected = if checksum.starts_with("http://") || checksum.starts_with("https://") {
@@ -109,17 +111,17 @@ pub async fn deploy(
             spec.image_url
         ));
     }
-    let mut built = match raid_plan {
-        Some(plan) => {
+    // The arrays are built once the image is known to be there.
+    let (root, mut built) = match target {
+        Target::Disk(disk) => (disk, None),
+        Target::Raid(plan) => {
             let t = Instant::now();
             let built = raid::build(plan, disks, &spec.root_device_hints, sys_root)?;
             timings.insert("softwareRAID".to_string(), t.elapsed().as_secs_f64());
-            root = built.root.clone();
-            disk_size = u64::try_from(root.size_bytes).unwrap_or(0);
-            Some(built)
+            (built.root.clone(), Some(built))
         }
-        None => None,
     };
+    let disk_size = u64::try_from(root.size_bytes).unwrap_or(0);
     let mut writer = Writer::new(&spec.format, &root.name, disk_size).map_err(|e| e.to_string())?;
     if let Some(length) = response.content_length() {
         writer.check_length(length).map_err(|e| e.to_string())?;

@@ -103,30 +103,14 @@ fn gpt_add(
     unique: [u8; 16],
     head: &[u8],
 ) -> Result<Span, PartitionError> {
-    let h = &head[sector as usize..];
-    let header_size = le32(h, 12) as usize;
-    if !(92..=sector as usize).contains(&header_size) {
-        return Err(PartitionError::Layout(format!(
-            "the GPT header claims a size of {header_size} bytes"
-        )));
-    }
-    let mut header = h[..header_size].to_vec();
+    let Table {
+        mut header,
+        mut entries,
+        entries_lba,
+        count,
+        entry_size,
+    } = read_table(disk, sector, head)?;
     let old_backup = le64(&header, 32);
-    let entries_lba = le64(&header, 72);
-    let count = le32(&header, 80) as u64;
-    let entry_size = le32(&header, 84) as u64;
-    if !(128..=4096).contains(&entry_size) || count == 0 || count > 4096 {
-        return Err(PartitionError::Layout(format!(
-            "the GPT header describes {count} entries of {entry_size} bytes"
-        )));
-    }
-    let mut entries = vec![0u8; (count * entry_size) as usize];
-    disk.read_exact_at(&mut entries, entries_lba * sector)?;
-    if crc32fast::hash(&entries) != le32(&header, 88) {
-        return Err(PartitionError::Layout(
-            "the GPT partition entries do not match their checksum".into(),
-        ));
-    }
     let lbas = disk_size / sector;
     let entries_sectors = (count * entry_size).div_ceil(sector);
     let backup_lba = lbas - 1;
@@ -152,13 +136,7 @@ fn gpt_add(
 
     let e = &mut entries[slot * entry_size as usize..(slot + 1) * entry_size as usize];
     e.fill(0);
-    e[..16].copy_from_slice(&LINUX_DATA);
-    e[16..32].copy_from_slice(&unique);
-    e[32..40].copy_from_slice(&first.to_le_bytes());
-    e[40..48].copy_from_slice(&last.to_le_bytes());
-    for (i, unit) in name.encode_utf16().take(36).enumerate() {
-        e[56 + 2 * i..58 + 2 * i].copy_from_slice(&unit.to_le_bytes());
-    }
+    e[..128].copy_from_slice(&GptEntry::new(slot, LINUX_DATA, unique, first, last, name).raw);
     let entries_crc = crc32fast::hash(&entries);
 
     // Primary header: the disk's real end; then its backup copy, which swaps the two LBAs.
@@ -239,25 +217,14 @@ impl GptEntry {
 pub fn read_gpt(disk: &impl FileExt, sector: u64) -> Result<Option<Vec<GptEntry>>, PartitionError> {
     let mut head = vec![0u8; (2 * sector) as usize];
     disk.read_exact_at(&mut head, 0)?;
-    let h = &head[sector as usize..];
-    if &h[..8] != b"EFI PART" {
+    if &head[sector as usize..sector as usize + 8] != b"EFI PART" {
         return Ok(None);
     }
-    let entries_lba = le64(h, 72);
-    let count = le32(h, 80) as u64;
-    let entry_size = le32(h, 84) as u64;
-    if !(128..=4096).contains(&entry_size) || count == 0 || count > 4096 {
-        return Err(PartitionError::Layout(format!(
-            "the GPT header describes {count} entries of {entry_size} bytes"
-        )));
-    }
-    let mut entries = vec![0u8; (count * entry_size) as usize];
-    disk.read_exact_at(&mut entries, entries_lba * sector)?;
-    if crc32fast::hash(&entries) != le32(h, 88) {
-        return Err(PartitionError::Layout(
-            "the GPT partition entries do not match their checksum".into(),
-        ));
-    }
+    let Table {
+        entries,
+        entry_size,
+        ..
+    } = read_table(disk, sector, &head)?;
     Ok(Some(
         entries
             .chunks_exact(entry_size as usize)
@@ -347,6 +314,49 @@ pub fn write_gpt(
     disk.write_all_at(&primary_sector, sector)?;
     disk.write_all_at(&mbr, 0)?;
     Ok(())
+}
+
+/// A GPT's header (as long as it says it is) and its whole entry array, checked.
+struct Table {
+    header: Vec<u8>,
+    entries: Vec<u8>,
+    entries_lba: u64,
+    count: u64,
+    entry_size: u64,
+}
+
+/// The GPT whose header is in `head`'s second sector (`head`: the disk's first two sectors).
+fn read_table(disk: &impl FileExt, sector: u64, head: &[u8]) -> Result<Table, PartitionError> {
+    let h = &head[sector as usize..];
+    let header_size = le32(h, 12) as usize;
+    if !(92..=sector as usize).contains(&header_size) {
+        return Err(PartitionError::Layout(format!(
+            "the GPT header claims a size of {header_size} bytes"
+        )));
+    }
+    let header = h[..header_size].to_vec();
+    let entries_lba = le64(&header, 72);
+    let count = le32(&header, 80) as u64;
+    let entry_size = le32(&header, 84) as u64;
+    if !(128..=4096).contains(&entry_size) || count == 0 || count > 4096 {
+        return Err(PartitionError::Layout(format!(
+            "the GPT header describes {count} entries of {entry_size} bytes"
+        )));
+    }
+    let mut entries = vec![0u8; (count * entry_size) as usize];
+    disk.read_exact_at(&mut entries, entries_lba * sector)?;
+    if crc32fast::hash(&entries) != le32(&header, 88) {
+        return Err(PartitionError::Layout(
+            "the GPT partition entries do not match their checksum".into(),
+        ));
+    }
+    Ok(Table {
+        header,
+        entries,
+        entries_lba,
+        count,
+        entry_size,
+    })
 }
 
 /// The header with its CRC32 computed over itself (CRC field zeroed first).

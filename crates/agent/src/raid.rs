@@ -507,7 +507,7 @@ pub fn install_boot(built: &mut Built, sys_root: &Path) -> Result<(), String> {
         }
         None => (None, [0u8; 440]),
     };
-    run("sync", &[])?;
+    // The image and config drive were synced by the deploy, the boot copies above.
     for volume in &built.plan.volumes {
         run("mdadm", &["--stop", &volume.device])?;
     }
