@@ -35,6 +35,7 @@ pub struct Chain {
     /// What the host's firmware objects asked when the chain started.
     pub firmware: FirmwareWork,
     pub data_image: Option<DataImageWork>,
+    pub builds_software_raid: bool,
     steps: usize,
     bmc_calls: usize,
 }
@@ -62,6 +63,7 @@ impl Chain {
         memo: Option<Memo>,
         firmware: FirmwareWork,
         data_image: Option<DataImageWork>,
+        builds_software_raid: bool,
     ) -> Chain {
         Chain {
             uid: host.metadata.uid.clone(),
@@ -73,6 +75,7 @@ impl Chain {
             jitter: rand::random::<f64>(),
             firmware,
             data_image,
+            builds_software_raid,
             steps: 0,
             bmc_calls: 0,
         }
@@ -105,6 +108,7 @@ impl Chain {
                 memo: self.memo.as_ref(),
                 firmware: &self.firmware,
                 data_image: self.data_image.as_ref(),
+                builds_software_raid: self.builds_software_raid,
                 last: last.take(),
                 now,
                 jitter: self.jitter,

@@ -251,7 +251,6 @@ pub fn firmware_work(host: &BareMetalHost, stores: &CompanionStores) -> Firmware
         read,
         settings_on_reboot: on_reboot(|p| &p.spec.firmware_settings),
         updates_on_reboot: on_reboot(|p| &p.spec.firmware_updates),
-        builds_software_raid: false,
     }
 }
 

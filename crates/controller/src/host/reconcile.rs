@@ -104,8 +104,7 @@ async fn reconcile_host(
             }
             let (observation, credentials) =
                 read_credentials(&ctx.client, &ctx.secrets, host).await?;
-            let mut firmware = firmware_work(host, &ctx.firmware);
-            firmware.builds_software_raid = ctx.provisioner.builds_software_raid();
+            let firmware = firmware_work(host, &ctx.firmware);
             let data_image = data_image_work(host, &ctx.firmware);
             (
                 Chain::new(
@@ -115,6 +114,7 @@ async fn reconcile_host(
                     ctx.memo(&key),
                     firmware,
                     data_image,
+                    ctx.provisioner.builds_software_raid(),
                 ),
                 None,
                 false,

@@ -430,7 +430,7 @@ impl<'a, 'b> Engine<'a, 'b> {
         if let Some(message) = conditions::update_not_acted_on(
             &mut st,
             self.input.spec,
-            self.input.firmware.builds_software_raid,
+            self.input.builds_software_raid,
             self.input.generation,
             &now,
         ) {

@@ -75,8 +75,6 @@ pub struct FirmwareWork {
     pub settings_on_reboot: bool,
     /// ... and `firmwareUpdates: onReboot`: its firmware is updated then.
     pub updates_on_reboot: bool,
-    /// The provisioner builds metal3's `softwareRAIDVolumes` (through its deploy agent).
-    pub builds_software_raid: bool,
 }
 
 /// The one provisioner call a reconcile makes.
@@ -135,6 +133,8 @@ pub struct Input<'a> {
     pub memo: Option<&'a Memo>,
     pub firmware: &'a FirmwareWork,
     pub data_image: Option<&'a DataImageWork>,
+    /// The provisioner builds metal3's `softwareRAIDVolumes` (through its deploy agent).
+    pub builds_software_raid: bool,
     /// The call made in this reconcile and its outcome (second pass only).
     pub last: Option<(Call, Outcome)>,
     pub now: Timestamp,

@@ -31,7 +31,7 @@ impl Engine<'_, '_> {
             return Ok(());
         };
         if !volumes.is_empty() {
-            if !self.input.firmware.builds_software_raid {
+            if !self.input.builds_software_raid {
                 let e = ProvisionerError::new(
                     ErrorKind::Unsupported,
                     "spec.raid.softwareRAIDVolumes: software RAID is built by the deploy agent of the redfish provisioner (serve --agent-ramdisk); this provisioner does not build it",

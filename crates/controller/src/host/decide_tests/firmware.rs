@@ -16,7 +16,6 @@ fn work(on_reboot: bool) -> FirmwareWork {
         read: Some("2026-01-01T00:00:00Z".into()),
         settings_on_reboot: on_reboot,
         updates_on_reboot: false,
-        builds_software_raid: false,
     }
 }
 
@@ -245,7 +244,6 @@ fn firmware_updates_follow_their_own_policy() {
         read: Some("t".into()),
         settings_on_reboot,
         updates_on_reboot,
-        builds_software_raid: false,
     };
     check_all(vec![
         case(
@@ -407,7 +405,7 @@ fn with_software_raid(
             hardware_raid_volumes: None,
             software_raid_volumes: Some(volumes),
         });
-        f.firmware.builds_software_raid = builds;
+        f.builds_software_raid = builds;
     })
 }
 

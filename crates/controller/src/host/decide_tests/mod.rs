@@ -55,6 +55,7 @@ struct Fx {
     memo: Option<Memo>,
     firmware: FirmwareWork,
     data_image: Option<DataImageWork>,
+    builds_software_raid: bool,
     timing: Timing,
 }
 
@@ -120,6 +121,7 @@ fn fx(state: S) -> Fx {
         }),
         firmware: FirmwareWork::default(),
         data_image: None,
+        builds_software_raid: false,
         timing: timing(),
     }
 }
@@ -145,6 +147,7 @@ impl Fx {
             memo: self.memo.as_ref(),
             firmware: &self.firmware,
             data_image: self.data_image.as_ref(),
+            builds_software_raid: self.builds_software_raid,
             last,
             now: now(),
             jitter: 0.5,
