@@ -8,17 +8,25 @@
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 bash scripts/setup-debian.sh
-bash scripts/setup-python.sh
-bash scripts/setup-ironic.sh
-# The VM lab (QEMU, libvirt, sushy-tools' libvirt driver) and its guest images, built from
-# Debian packages and cached: the lab tests boot real (virtual) machines.
-bash scripts/vmlab.sh setup
-bash scripts/guest-images.sh >/dev/null
-# Ironic's agent ramdisk (debootstrap and PyPI, ~2.5 min cold, cached) builds while the tests
-# compile; the Ironic lab tests wait for it (the script's lock) and build it themselves if this
-# failed, so a failure shows in those tests.
+# The peers (scripts/setup-peers.sh: downloads and unpacking, mostly) install while the tests
+# compile; the tests start once both are done.
 mkdir -p .cache
-bash scripts/ipa-ramdisk.sh >.cache/ipa-ramdisk.log 2>&1 &
+bash scripts/setup-peers.sh >.cache/setup-peers.log 2>&1 &
+peers=$!
+build=0
+if command -v cargo-nextest >/dev/null; then
+  cargo nextest run --workspace --no-run "$@" || build=$?
+else
+  cargo test --workspace --no-run "$@" || build=$?
+fi
+peers_status=0
+wait "$peers" || peers_status=$?
+cat .cache/setup-peers.log
+if [ "$peers_status" != 0 ]; then
+  echo "installing the test peers failed (scripts/setup-peers.sh, output above)" >&2
+  exit 1
+fi
+[ "$build" = 0 ] || exit "$build"
 export FERROMETAL_VENV="$VENV"
 # Every process the tests start inherits this mark, however it is started and whoever its
 # parent ends up being; it is how the check below finds leftovers.
@@ -30,6 +38,5 @@ if command -v cargo-nextest >/dev/null; then
 else
   cargo test --workspace --no-fail-fast "$@" || status=$?
 fi
-wait # the ramdisk build, if no test waited for it
 bash scripts/leftovers.sh "$run_mark" || status=1
 exit "$status"

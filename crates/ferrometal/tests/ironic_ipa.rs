@@ -60,6 +60,10 @@ fn serve_ironic(dir: &std::path::Path, lab: &Lab, files: &FileServer, extra: &[&
         &esp,
         "--ironic-listen",
         &listen,
+        // The defaults and, for the image's download, a second between IPA's attempts instead
+        // of ten: the wrong checksum and the missing image below are retried nine times each.
+        "--ironic-kernel-params",
+        "nofb vga=normal console=tty0 console=ttyS0,115200 ipa-image-download-connection-retry-interval=1",
     ];
     args.extend_from_slice(extra);
     serve(dir, free_port(), &args)
