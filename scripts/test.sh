@@ -7,6 +7,7 @@
 # by hand.
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
+NEXTEST_VERSION=0.9.143
 bash scripts/setup-debian.sh
 # The peers (scripts/setup-peers.sh: downloads and unpacking, mostly) install while the tests
 # compile; the tests start once both are done.
@@ -14,11 +15,14 @@ mkdir -p .cache
 bash scripts/setup-peers.sh >.cache/setup-peers.log 2>&1 &
 peers=$!
 build=0
-if command -v cargo-nextest >/dev/null; then
-  cargo nextest run --workspace --no-run "$@" || build=$?
-else
-  cargo test --workspace --no-run "$@" || build=$?
+# The runner: .config/nextest.toml holds the time limits and runs the lab's VM tests one at a
+# time, which `cargo test` cannot. Built from its crate once per machine (unoptimised: it only
+# starts and watches the tests, and builds in a few minutes).
+if ! command -v cargo-nextest >/dev/null; then
+  cargo install --locked --debug cargo-nextest --version "$NEXTEST_VERSION" \
+    --no-default-features --features default-no-update
 fi
+cargo nextest run --workspace --no-run "$@" || build=$?
 peers_status=0
 wait "$peers" || peers_status=$?
 cat .cache/setup-peers.log
@@ -33,10 +37,6 @@ export FERROMETAL_VENV="$VENV"
 run_mark="FERROMETAL_TEST_RUN=$$-$RANDOM$RANDOM"
 export "${run_mark?}"
 status=0
-if command -v cargo-nextest >/dev/null; then
-  cargo nextest run --workspace --no-fail-fast "$@" || status=$?
-else
-  cargo test --workspace --no-fail-fast "$@" || status=$?
-fi
+cargo nextest run --workspace --no-fail-fast "$@" || status=$?
 bash scripts/leftovers.sh "$run_mark" || status=1
 exit "$status"
