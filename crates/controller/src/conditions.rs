@@ -207,7 +207,8 @@ pub fn spec_fault(st: &BareMetalHostStatus) -> Option<SpecFault> {
 }
 
 /// What in `spec` is kept but not acted on, as one message; `None` when everything is.
-/// `builds_software_raid`: the provisioner builds `softwareRAIDVolumes` (its deploy agent does).
+/// `builds_software_raid`: the provisioner builds `softwareRAIDVolumes` (its deploy agent, or
+/// Ironic's, does).
 pub fn not_acted_on(spec: &BareMetalHostSpec, builds_software_raid: bool) -> Option<String> {
     let mut out = Vec::new();
     if !builds_software_raid
@@ -217,7 +218,7 @@ pub fn not_acted_on(spec: &BareMetalHostSpec, builds_software_raid: bool) -> Opt
             .and_then(|r| r.software_raid_volumes.as_ref())
             .is_some_and(|v| !v.is_empty())
     {
-        out.push("spec.raid.softwareRAIDVolumes: software RAID is built only by the redfish provisioner's deploy agent");
+        out.push("spec.raid.softwareRAIDVolumes: software RAID is built by a deploy agent, and this provisioner has none configured");
     }
     if spec.firmware.as_ref().is_some_and(|f| f.is_requested()) {
         out.push("spec.firmware: deprecated by metal3 (no driver applies it); not applied");

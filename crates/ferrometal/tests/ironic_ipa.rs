@@ -10,9 +10,13 @@ mod serve_common;
 
 use std::time::Duration;
 
+use ferrometal_provisioner::ironic::DEFAULT_KERNEL_PARAMS;
 use ferrometal_test_support::peers::FileServer;
 use ferrometal_test_support::vmlab::{Firmware, Lab, Vm, guest_images, ipa_ramdisk, publish};
-use lab_common::{FIRSTBOOT, sha256_hex, state};
+use lab_common::{
+    EFI_SYSTEM, FIRSTBOOT, boot_without_first_disk, gpt, md_superblock, patch_host, sha256_hex,
+    state,
+};
 use serde_json::Value;
 use serve_common::{Serve, free_port, serve};
 
@@ -43,6 +47,10 @@ fn serve_ironic(dir: &std::path::Path, lab: &Lab, files: &FileServer, extra: &[&
     let ramdisk = files.url("ipa.initramfs");
     let esp = files.url("esp.img");
     let listen = lab.provisioning_address().to_string();
+    // The defaults and, for the image's download, a second between IPA's attempts instead
+    // of ten: the wrong checksum and the missing image below are retried nine times each.
+    let kernel_params =
+        format!("{DEFAULT_KERNEL_PARAMS} ipa-image-download-connection-retry-interval=1");
     let mut args = vec![
         "--provisioner",
         "ironic",
@@ -60,10 +68,8 @@ fn serve_ironic(dir: &std::path::Path, lab: &Lab, files: &FileServer, extra: &[&
         &esp,
         "--ironic-listen",
         &listen,
-        // The defaults and, for the image's download, a second between IPA's attempts instead
-        // of ten: the wrong checksum and the missing image below are retried nine times each.
         "--ironic-kernel-params",
-        "nofb vga=normal console=tty0 console=ttyS0,115200 ipa-image-download-connection-retry-interval=1",
+        &kernel_params,
     ];
     args.extend_from_slice(extra);
     serve(dir, free_port(), &args)
@@ -236,18 +242,16 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
         "web-network-data",
         &format!("--from-literal=networkData={network}"),
     ]);
-    s.ok(&[
-        "patch",
-        "bmh",
+    patch_host(
+        &s,
+        "default",
         &vm.name,
-        "--type",
         "merge",
-        "-p",
         &format!(
             r#"{{"spec":{{"userData":{{"name":"web-user-data"}},"networkData":{{"name":"web-network-data"}},"image":{}}}}}"#,
             image(&files.url("disk.qcow2"))
         ),
-    ]);
+    );
     wait_for(&s, &lab, &vm, "the image's first boot", || {
         lab.console(&vm).contains(FIRSTBOOT)
     });
@@ -268,15 +272,13 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
     assert_eq!(lab.console(&vm).matches(FIRSTBOOT).count(), 1);
 
     // Deprovisioning cleans the disk's metadata again and the host is available.
-    s.ok(&[
-        "patch",
-        "bmh",
+    patch_host(
+        &s,
+        "default",
         &vm.name,
-        "--type",
         "json",
-        "-p",
         r#"[{"op":"remove","path":"/spec/image"}]"#,
-    ]);
+    );
     wait_for(&s, &lab, &vm, "available after deprovisioning", || {
         state(&host(&s, &vm.name)) == "available"
     });
@@ -286,15 +288,13 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
     // A missing image, on the host cleaned and ready again: the provisioning error names it
     // (Ironic's validation of the image, through its last_error), and nothing boots.
     let missing = files.url("missing.qcow2");
-    s.ok(&[
-        "patch",
-        "bmh",
+    patch_host(
+        &s,
+        "default",
         &vm.name,
-        "--type",
         "merge",
-        "-p",
         &format!(r#"{{"spec":{{"image":{}}}}}"#, image(&missing)),
-    ]);
+    );
     wait_for(
         &s,
         &lab,
@@ -320,9 +320,11 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
 /// `automatedCleaningMode: disabled`: inspection by IPA and no cleaning;
 /// a wrong checksum on the host first ends in a provisioning error naming it (Ironic's
 /// last_error) with nothing booted, then the tenant's raw image with user data deploys and
-/// boots, and releasing the claim deprovisions the host.
+/// boots, and releasing the claim deprovisions the host; then the host's two disks are
+/// mirrored (software RAID through Ironic's agent), the image deployed onto the mirror, and
+/// each disk boots it.
 #[test]
-fn a_tenant_claim_deploys_a_raw_image_through_ironic_on_a_uefi_vm() {
+fn a_tenant_claim_then_a_software_raid_mirror_take_raw_images_through_ironic_on_a_uefi_vm() {
     let lab = Lab::up_provisioning(1, Firmware::Uefi, "infra", "5G", 2, 2048);
     let vm = lab.vm(0).clone();
     let files = FileServer::start_on(lab.provisioning_address());
@@ -369,19 +371,15 @@ fn a_tenant_claim_deploys_a_raw_image_through_ironic_on_a_uefi_vm() {
     // A wrong checksum: IPA refuses the image, Ironic's last_error names it, nothing boots.
     let url = files.url("disk.raw");
     let wrong = "0".repeat(64);
-    s.ok(&[
-        "patch",
-        "bmh",
-        "-n",
+    patch_host(
+        &s,
         "infra",
         &vm.name,
-        "--type",
         "merge",
-        "-p",
         &format!(
             r#"{{"spec":{{"online":true,"image":{{"url":"{url}","format":"raw","checksum":"{wrong}","checksumType":"sha256"}}}}}}"#
         ),
-    ]);
+    );
     // The retry limit: after the failed attempt is undeployed the host stays available with
     // the limit's error, and Ironic's node is left alone (not deployed again). The failure
     // itself (Ironic's last_error, naming the checksum) is the host's ProvisioningError Event:
@@ -414,17 +412,13 @@ fn a_tenant_claim_deploys_a_raw_image_through_ironic_on_a_uefi_vm() {
     let node = ironic_node(&s, "infra", &vm.name);
     assert_eq!(node["provision_state"], "available", "{node}");
     assert!(!lab.console(&vm).contains(FIRSTBOOT));
-    s.ok(&[
-        "patch",
-        "bmh",
-        "-n",
+    patch_host(
+        &s,
         "infra",
         &vm.name,
-        "--type",
         "json",
-        "-p",
         r#"[{"op":"remove","path":"/spec/image"},{"op":"replace","path":"/spec/online","value":false}]"#,
-    ]);
+    );
     wait_for(&s, &lab, &vm, "available again", || {
         state(&host_in(&s, "infra", &vm.name)) == "available"
     });
@@ -488,4 +482,68 @@ fn a_tenant_claim_deploys_a_raw_image_through_ironic_on_a_uefi_vm() {
         ironic_node(&s, "infra", &vm.name)["provision_state"],
         "available"
     );
+
+    // Software RAID (metal3's softwareRAIDVolumes): the infrastructure team mirrors the two
+    // disks. Ironic's agent builds the mirror in a manual cleaning, writes the image onto it
+    // and puts the image's ESP on both disks (itself a mirror); each disk then boots alone.
+    patch_host(
+        &s,
+        "infra",
+        &vm.name,
+        "json",
+        &format!(
+            r#"[{{"op":"remove","path":"/spec/rootDeviceHints"}},{{"op":"add","path":"/spec/raid","value":{{"softwareRAIDVolumes":[{{"level":"1"}}]}}}},{{"op":"replace","path":"/spec/online","value":true}},{{"op":"add","path":"/spec/image","value":{{"url":"{url}","format":"raw","checksum":"{}","checksumType":"sha256"}}}}]"#,
+            sha256_hex(&raw)
+        ),
+    );
+    let before = lab.console_len(&vm);
+    wait_for(&s, &lab, &vm, "provisioned on the mirror", || {
+        state(&host_in(&s, "infra", &vm.name)) == "provisioned"
+    });
+    let line = lab.wait_console(&vm, FIRSTBOOT, before, LONG);
+    assert!(line.contains("\"boot\":\"uefi\""), "{line}");
+    let h = host_in(&s, "infra", &vm.name);
+    assert_eq!(
+        h["status"]["provisioning"]["raid"]["softwareRAIDVolumes"],
+        h["spec"]["raid"]["softwareRAIDVolumes"],
+        "{h}"
+    );
+    let node = ironic_node(&s, "infra", &vm.name);
+    assert_eq!(node["raid_interface"], "agent", "{node}");
+    let built = &node["raid_config"]["logical_disks"];
+    assert_eq!(built.as_array().map(Vec::len), Some(1), "{node}");
+    assert_eq!(built[0]["raid_level"], "1", "{node}");
+    assert_eq!(built[0]["controller"], "software", "{node}");
+    // Each disk: two partitions, an ESP member (md 1.0: its data from byte 0, the image's FAT
+    // label in its first sector) and the root array's member after it (md 1.2: the superblock
+    // 4 KiB in); the same two arrays on both.
+    let mut arrays = Vec::new();
+    for disk in 0..2 {
+        let table = gpt(&lab.read_disk_at(&vm, disk, 0, 1 << 20));
+        assert_eq!(table.len(), 2, "disk {disk}: {table:?}");
+        let esp = *table
+            .iter()
+            .find(|e| e.1 == EFI_SYSTEM)
+            .unwrap_or_else(|| panic!("disk {disk}: no EFI system partition in {table:?}"));
+        let member = *table.iter().find(|e| e.1 != EFI_SYSTEM).unwrap();
+        assert!(member.2 > esp.2, "disk {disk}: {table:?}");
+        let boot_sector = lab.read_disk_at(&vm, disk, esp.2, 512);
+        assert!(
+            boot_sector.windows(6).any(|w| w == b"FMBOOT"),
+            "disk {disk}: the ESP copy is not the image's"
+        );
+        let root = md_superblock(&lab, &vm, disk, member.2 + 4096);
+        let esp_array = md_superblock(&lab, &vm, disk, (esp.2 + esp.3 - 8192) / 4096 * 4096);
+        arrays.push((root, esp_array));
+    }
+    assert_eq!(
+        arrays[0], arrays[1],
+        "both disks are members of both arrays"
+    );
+    assert_ne!(arrays[0].0.0, arrays[0].1.0);
+    assert_eq!((arrays[0].0.1, arrays[0].1.1), (1, 1), "RAID levels");
+
+    // The first disk pulled out: the second boots on its own.
+    let line = boot_without_first_disk(&s, &lab, &vm, LONG);
+    assert!(line.contains("\"boot\":\"uefi\""), "{line}");
 }

@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use ferrometal_test_support::peers::FileServer;
 use ferrometal_test_support::vmlab::{Firmware, Lab, Vm, guest_images, publish};
-use lab_common::{FIRSTBOOT, Ports, host, serve_on, sha256_hex, state};
+use lab_common::{
+    FIRSTBOOT, LINUX_RAID, Ports, boot_without_first_disk, gpt, host, md_superblock, patch_host,
+    serve_on, sha256_hex, state,
+};
 use serve_common::Serve;
 
 /// Software emulation: a boot into the ramdisk or the disk takes 6-15 s here; room for load.
@@ -21,53 +24,14 @@ const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 /// The agent keeps the first GiB of each member disk for the image's boot partitions.
 const BOOT_REGION: u64 = GIB;
-/// Linux RAID's partition type as stored (A19D880F-05FC-4D3B-A006-743F0F84911E).
-const LINUX_RAID: [u8; 16] = [
-    0x0F, 0x88, 0x9D, 0xA1, 0xFC, 0x05, 0x3B, 0x4D, 0xA0, 0x06, 0x74, 0x3F, 0x0F, 0x84, 0x91, 0x1E,
-];
-
 fn wait_for(s: &Serve, lab: &Lab, vm: &Vm, what: &str, check: impl FnMut() -> bool) {
     lab_common::wait_for(s, lab, vm, BOOT, what, check)
-}
-
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
-}
-
-/// (slot, type GUID, first byte, length) of each used entry of the GPT at the start of `head`.
-fn gpt(head: &[u8]) -> Vec<(usize, [u8; 16], u64, u64)> {
-    assert_eq!(&head[512..520], b"EFI PART", "no GPT");
-    head[1024..1024 + 128 * 128]
-        .chunks_exact(128)
-        .enumerate()
-        .filter(|(_, e)| e[..16].iter().any(|b| *b != 0))
-        .map(|(i, e)| {
-            let first = le64(e, 32) * 512;
-            let last = le64(e, 40) * 512 + 512;
-            (i, e[..16].try_into().unwrap(), first, last - first)
-        })
-        .collect()
 }
 
 /// The md 1.0 superblock at the end of a member partition: its array UUID and RAID level.
 fn superblock(lab: &Lab, vm: &Vm, disk: usize, start: u64, len: u64) -> ([u8; 16], u32) {
     // md 1.0: 8 KiB before the end, on a 4 KiB boundary.
-    let at = (start + len - 8192) / 4096 * 4096;
-    let sb = lab.read_disk_at(vm, disk, at, 4096);
-    assert_eq!(
-        sb[..4],
-        0xa92b_4efcu32.to_le_bytes(),
-        "no md superblock at byte {at} of disk {disk}"
-    );
-    assert_eq!(
-        u32::from_le_bytes(sb[4..8].try_into().unwrap()),
-        1,
-        "major version"
-    );
-    (
-        sb[16..32].try_into().unwrap(),
-        u32::from_le_bytes(sb[72..76].try_into().unwrap()),
-    )
+    md_superblock(lab, vm, disk, (start + len - 8192) / 4096 * 4096)
 }
 
 #[test]
@@ -88,17 +52,15 @@ fn software_raid_volumes_are_built_by_the_agent_and_each_disk_boots_alone() {
     let url = format!("http://10.0.2.2:{}/disk.raw", files.port);
     let sum = sha256_hex(&raw);
     let raid = r#"{"softwareRAIDVolumes":[{"level":"1","sizeGibibytes":2},{"level":"0"}]}"#;
-    s.ok(&[
-        "patch",
-        "bmh",
+    patch_host(
+        &s,
+        "default",
         &vm.name,
-        "--type",
         "merge",
-        "-p",
         &format!(
             r#"{{"spec":{{"online":true,"raid":{raid},"image":{{"url":"{url}","format":"raw","checksum":"{sum}"}}}}}}"#
         ),
-    ]);
+    );
     wait_for(&s, &lab, &vm, "the first boot from the disk", || {
         lab.console(&vm).contains(FIRSTBOOT)
     });
@@ -184,34 +146,6 @@ fn software_raid_volumes_are_built_by_the_agent_and_each_disk_boots_alone() {
     assert_eq!((arrays[0].0.1, arrays[0].1.1), (1, 0), "RAID levels");
 
     // The first disk pulled out: the second boots on its own.
-    s.ok(&[
-        "patch",
-        "bmh",
-        &vm.name,
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"online":false}}"#,
-    ]);
-    wait_for(&s, &lab, &vm, "powered off", || {
-        host(&s, "default", &vm.name)["status"]["poweredOn"] == false
-    });
-    lab.detach_disk(&vm, "vda");
-    let before = lab.console_len(&vm);
-    s.ok(&[
-        "patch",
-        "bmh",
-        &vm.name,
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"online":true}}"#,
-    ]);
-    let line = lab.wait_console(&vm, FIRSTBOOT, before, BOOT);
+    let line = boot_without_first_disk(&s, &lab, &vm, BOOT);
     assert!(line.contains("\"boot\":\"bios\""), "{line}");
-    assert_eq!(
-        state(&host(&s, "default", &vm.name)),
-        "provisioned",
-        "the host stays provisioned"
-    );
 }

@@ -137,3 +137,77 @@ pub fn serve_on(dir: &std::path::Path, ports: Ports, extra: &[&str]) -> Serve {
     flags.extend_from_slice(extra);
     serve(dir, ports.api_server, &flags)
 }
+
+/// Linux RAID's partition type as stored (A19D880F-05FC-4D3B-A006-743F0F84911E).
+pub const LINUX_RAID: [u8; 16] = [
+    0x0F, 0x88, 0x9D, 0xA1, 0xFC, 0x05, 0x3B, 0x4D, 0xA0, 0x06, 0x74, 0x3F, 0x0F, 0x84, 0x91, 0x1E,
+];
+/// The EFI system partition's type as stored (C12A7328-F81F-11D2-BA4B-00A0C93EC93B).
+pub const EFI_SYSTEM: [u8; 16] = [
+    0x28, 0x73, 0x2A, 0xC1, 0x1F, 0xF8, 0xD2, 0x11, 0xBA, 0x4B, 0x00, 0xA0, 0xC9, 0x3E, 0xC9, 0x3B,
+];
+
+fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// (slot, type GUID, first byte, length) of each used entry of the GPT at the start of `head`.
+pub fn gpt(head: &[u8]) -> Vec<(usize, [u8; 16], u64, u64)> {
+    assert_eq!(&head[512..520], b"EFI PART", "no GPT");
+    head[1024..1024 + 128 * 128]
+        .chunks_exact(128)
+        .enumerate()
+        .filter(|(_, e)| e[..16].iter().any(|b| *b != 0))
+        .map(|(i, e)| {
+            let first = le64(e, 32) * 512;
+            let last = le64(e, 40) * 512 + 512;
+            (i, e[..16].try_into().unwrap(), first, last - first)
+        })
+        .collect()
+}
+
+/// The md version-1 superblock at byte `at` of a VM's disk `disk`: its array UUID and RAID
+/// level.
+pub fn md_superblock(lab: &Lab, vm: &Vm, disk: usize, at: u64) -> ([u8; 16], u32) {
+    let sb = lab.read_disk_at(vm, disk, at, 4096);
+    assert_eq!(
+        sb[..4],
+        0xa92b_4efcu32.to_le_bytes(),
+        "no md superblock at byte {at} of disk {disk}"
+    );
+    assert_eq!(
+        u32::from_le_bytes(sb[4..8].try_into().unwrap()),
+        1,
+        "major version"
+    );
+    (
+        sb[16..32].try_into().unwrap(),
+        u32::from_le_bytes(sb[72..76].try_into().unwrap()),
+    )
+}
+
+/// Patches host `name` in `ns` (`kind`: `merge` or `json`), as its owner would with kubectl.
+pub fn patch_host(s: &Serve, ns: &str, name: &str, kind: &str, patch: &str) {
+    s.ok(&["patch", "bmh", "-n", ns, name, "--type", kind, "-p", patch]);
+}
+
+/// A mirrored host's first disk pulled out, as a failed disk is: powered off through its spec,
+/// the disk taken out of the VM, powered on again. Returns the image's first-boot line, from
+/// the second disk alone; the host stays provisioned.
+pub fn boot_without_first_disk(s: &Serve, lab: &Lab, vm: &Vm, limit: Duration) -> String {
+    let ns = lab_namespace(lab);
+    patch_host(s, ns, &vm.name, "merge", r#"{"spec":{"online":false}}"#);
+    wait_for(s, lab, vm, limit, "powered off", || {
+        host(s, ns, &vm.name)["status"]["poweredOn"] == false
+    });
+    lab.detach_disk(vm, "vda");
+    let before = lab.console_len(vm);
+    patch_host(s, ns, &vm.name, "merge", r#"{"spec":{"online":true}}"#);
+    let line = lab.wait_console(vm, FIRSTBOOT, before, limit);
+    assert_eq!(
+        state(&host(s, ns, &vm.name)),
+        "provisioned",
+        "the host stays provisioned"
+    );
+    line
+}

@@ -49,4 +49,7 @@ pub(super) struct Memo {
     /// `last_error` when it accepts the request, so an attach or detach error after it is
     /// that request's failure.
     pub(super) vmedia_asked: Option<Option<String>>,
+    /// The node's `provision_updated_at` when the cleaning that builds (or removes) its
+    /// software RAID was asked for: another time, with the node at rest again, means it ran.
+    pub(super) raid_since: Option<String>,
 }

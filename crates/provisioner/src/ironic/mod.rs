@@ -13,7 +13,7 @@
 //! `actions` the node requests several verbs share, `recover` the healing of a vanished node;
 //! each verb has its own file (`register`, `inspect`, `provision` with prepare, `adopt`,
 //! `deprovision`, `power`, `remove`, `firmware` for BIOS settings and firmware updates, `vmedia`
-//! for DataImages), and this file dispatches the trait's calls to them.
+//! for DataImages, `raid` for software RAID), and this file dispatches the trait's calls to them.
 
 pub mod client;
 pub mod node;
@@ -30,6 +30,7 @@ mod options;
 mod power;
 mod provision;
 mod provisioner;
+mod raid;
 mod recover;
 mod register;
 mod remove;
@@ -56,6 +57,12 @@ use crate::{
 impl Provisioner for IronicProvisioner {
     fn name(&self) -> &'static str {
         "ironic"
+    }
+
+    /// Ironic's agent builds them in a manual cleaning before the deploy (`raid`), when there
+    /// is an agent ramdisk to boot.
+    fn builds_software_raid(&self) -> bool {
+        self.driver_opts().has_ramdisk()
     }
 
     /// Ironic answers `/v1`; a positive answer is reused for `cache_ttl` so a reconcile does not

@@ -16,7 +16,7 @@ impl IronicProvisioner {
     /// Refuses `what` (cleaning, disk-image and custom deploys all run inside Ironic's agent)
     /// when no agent ramdisk is configured for this host's boot interface, naming the flags to
     /// set: Ironic would otherwise fail each attempt with "Missing are: deploy_kernel...".
-    fn need_agent(
+    pub(super) fn need_agent(
         &self,
         host: &HostInfo,
         what: &str,
@@ -106,6 +106,12 @@ impl IronicProvisioner {
             return self.wait("node registered again in Ironic");
         };
         if let Some(step) = self.ensure_managed(host, &mut memo, &node).await? {
+            return Ok(step);
+        }
+        if let Some(step) = self
+            .software_raid(host, &mut memo, &node, &deployment.software_raid)
+            .await?
+        {
             return Ok(step);
         }
         let state = provision_state(&node);

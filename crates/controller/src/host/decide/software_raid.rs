@@ -1,6 +1,6 @@
-//! Software RAID (metal3's `softwareRAIDVolumes`) in `preparing`: nothing is built there (the
-//! deploy agent builds the arrays when it writes the image, on disks it sees from inside the
-//! host); preparing checks that this backend can build them and what metal3 itself refuses,
+//! Software RAID (metal3's `softwareRAIDVolumes`) in `preparing`: nothing is built there (a
+//! deploy agent builds the arrays when the host is provisioned, on disks it sees from inside
+//! the host: ferrometal's as it writes the image, Ironic's in a cleaning before its deploy); preparing checks that this backend can build them and what metal3 itself refuses,
 //! then records the volumes in `status.provisioning.raid` as metal3 does once its cleaning
 //! built them. A change of the volumes takes an available host back to preparing.
 
@@ -34,7 +34,7 @@ impl Engine<'_, '_> {
             if !self.input.builds_software_raid {
                 let e = ProvisionerError::new(
                     ErrorKind::Unsupported,
-                    "spec.raid.softwareRAIDVolumes: software RAID is built by the deploy agent of the redfish provisioner (serve --agent-ramdisk); this provisioner does not build it",
+                    "spec.raid.softwareRAIDVolumes: software RAID is built by a deploy agent (the redfish provisioner's, serve --agent-ramdisk; Ironic's, --deploy-kernel-url and --deploy-ramdisk-url or --deploy-iso-url), and this provisioner has none",
                 );
                 return self.fail_with(ErrorType::Preparation, &e);
             }
@@ -71,7 +71,7 @@ impl Engine<'_, '_> {
                 })
                 .collect();
             format!(
-                "software RAID volumes, built by the deploy agent when the image is written: {}",
+                "software RAID volumes, built by the deploy agent when the host is provisioned: {}",
                 names.join(", ")
             )
         };
