@@ -44,19 +44,29 @@ def record(seconds, out_path):
     template = ("jsonpath={.type} {.object.metadata.namespace} {.object.metadata.name} "
                 "{.object.metadata.resourceVersion}{\"\\n\"}")
 
-    def watch(kind):
-        p = subprocess.Popen(
-            ["kubectl", "--kubeconfig", kubeconfig, "get", kind, "-A", "--watch-only",
-             "--output-watch-events", "-o", template],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    watchers = []
+
+    def watch(p, kind):
         for line in p.stdout:
             with lock:
                 out.write(f"{time.time():.3f} {kind} {line}")
                 out.flush()
 
     for kind in KINDS:
-        threading.Thread(target=watch, args=(kind,), daemon=True).start()
-    time.sleep(seconds)
+        p = subprocess.Popen(
+            ["kubectl", "--kubeconfig", kubeconfig, "get", kind, "-A", "--watch-only",
+             "--output-watch-events", "-o", template],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        watchers.append(p)
+        threading.Thread(target=watch, args=(p, kind), daemon=True).start()
+    try:
+        time.sleep(seconds)
+    finally:
+        # No watch outlives the recording.
+        for p in watchers:
+            p.terminate()
+        for p in watchers:
+            p.wait()
 
 
 def count(path, hosts):
