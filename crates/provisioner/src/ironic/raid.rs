@@ -82,20 +82,25 @@ pub(super) fn work(node: &Value, wanted: &[Value]) -> Work {
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let levels = |disks: &[&Value]| -> Vec<String> {
-        disks
-            .iter()
-            .map(|d| match &d["raid_level"] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            })
-            .collect()
+    // As text: a level sent as "1" may come back as 1.
+    let level = |d: &Value| match &d["raid_level"] {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     };
-    let wanted_refs: Vec<&Value> = wanted.iter().collect();
     let done = target == wanted
         && str_of(node, "raid_interface") == "agent"
-        && levels(&built) == levels(&wanted_refs);
+        && built.iter().map(|d| level(d)).eq(wanted.iter().map(level));
     if done { Work::Nothing } else { Work::Build }
+}
+
+/// The node's target RAID for `wanted`: none wanted clears it (`{}`; Ironic refuses an empty
+/// list of logical disks), so the deploy that follows no longer sees software RAID.
+fn target(wanted: &[Value]) -> Value {
+    if wanted.is_empty() {
+        json!({})
+    } else {
+        json!({"logical_disks": wanted})
+    }
 }
 
 /// The clean steps for `work`, metal3's for software RAID.
@@ -130,11 +135,12 @@ impl IronicProvisioner {
             memo.raid_since = None;
             return Ok(None);
         }
-        let what = if work == Work::Build {
-            "build the software RAID"
+        let verb = if work == Work::Build {
+            "build"
         } else {
-            "remove the software RAID"
+            "remove"
         };
+        let what = format!("{verb} the software RAID");
         match state {
             "manageable" if asked == Some(true) => {
                 memo.raid_since = None;
@@ -142,12 +148,7 @@ impl IronicProvisioner {
                     ErrorKind::Failed,
                     format!(
                         "Ironic's cleaning ended without a record of the software RAID it was asked \
-                         to {} (node raid_config: {})",
-                        if work == Work::Build {
-                            "build"
-                        } else {
-                            "remove"
-                        },
+                         to {verb} (node raid_config: {})",
                         node.get("raid_config").unwrap_or(&Value::Null)
                     ),
                 )
@@ -189,7 +190,7 @@ impl IronicProvisioner {
                     .call(
                         Method::PUT,
                         &format!("/v1/nodes/{}/states/raid", uuid(&node)),
-                        Some(&json!({"logical_disks": wanted})),
+                        Some(&target(&wanted)),
                     )
                     .await
                     .ctx(|| format!("setting the target RAID of node {}", host.key))?;
@@ -287,6 +288,9 @@ mod tests {
         assert_eq!(work(&target_only, &[]), Work::Nothing);
         assert_eq!(work(&json!({}), &[]), Work::Nothing);
         assert_eq!(steps(&Work::Remove).as_array().unwrap().len(), 2);
+        // Removing clears the target; building sets it.
+        assert_eq!(target(&[]), json!({}));
+        assert_eq!(target(&wanted), json!({"logical_disks": wanted}));
         assert_eq!(
             steps(&Work::Build)[2],
             json!({"interface": "raid", "step": "create_configuration"})
