@@ -14,8 +14,8 @@ use ferrometal_provisioner::ironic::DEFAULT_KERNEL_PARAMS;
 use ferrometal_test_support::peers::FileServer;
 use ferrometal_test_support::vmlab::{Firmware, Lab, Vm, guest_images, ipa_ramdisk, publish};
 use lab_common::{
-    EFI_SYSTEM, FIRSTBOOT, boot_without_first_disk, gpt, md_superblock, patch_host, sha256_hex,
-    state,
+    EFI_SYSTEM, FIRSTBOOT, boot_without_first_disk, gpt, md_superblock, md10_superblock,
+    patch_host, sha256_hex, state,
 };
 use serde_json::Value;
 use serve_common::{Serve, free_port, serve};
@@ -533,7 +533,7 @@ fn a_tenant_claim_then_a_software_raid_mirror_take_raw_images_through_ironic_on_
             "disk {disk}: the ESP copy is not the image's"
         );
         let root = md_superblock(&lab, &vm, disk, member.2 + 4096);
-        let esp_array = md_superblock(&lab, &vm, disk, (esp.2 + esp.3 - 8192) / 4096 * 4096);
+        let esp_array = md10_superblock(&lab, &vm, disk, esp.2, esp.3);
         arrays.push((root, esp_array));
     }
     assert_eq!(

@@ -13,7 +13,7 @@ use std::time::Duration;
 use ferrometal_test_support::peers::FileServer;
 use ferrometal_test_support::vmlab::{Firmware, Lab, Vm, guest_images, publish};
 use lab_common::{
-    FIRSTBOOT, LINUX_RAID, Ports, boot_without_first_disk, gpt, host, md_superblock, patch_host,
+    FIRSTBOOT, LINUX_RAID, Ports, boot_without_first_disk, gpt, host, md10_superblock, patch_host,
     serve_on, sha256_hex, state,
 };
 use serve_common::Serve;
@@ -29,11 +29,6 @@ fn wait_for(s: &Serve, lab: &Lab, vm: &Vm, what: &str, check: impl FnMut() -> bo
 }
 
 /// The md 1.0 superblock at the end of a member partition: its array UUID and RAID level.
-fn superblock(lab: &Lab, vm: &Vm, disk: usize, start: u64, len: u64) -> ([u8; 16], u32) {
-    // md 1.0: 8 KiB before the end, on a 4 KiB boundary.
-    md_superblock(lab, vm, disk, (start + len - 8192) / 4096 * 4096)
-}
-
 #[test]
 fn software_raid_volumes_are_built_by_the_agent_and_each_disk_boots_alone() {
     let lab = Lab::up_with_disks(1, Firmware::Legacy, "default", "5G", 2);
@@ -134,8 +129,8 @@ fn software_raid_volumes_are_built_by_the_agent_and_each_disk_boots_alone() {
             "disk {disk}: the image in the mirror"
         );
         arrays.push((
-            superblock(&lab, &vm, disk, members[0].2, members[0].3),
-            superblock(&lab, &vm, disk, members[1].2, members[1].3),
+            md10_superblock(&lab, &vm, disk, members[0].2, members[0].3),
+            md10_superblock(&lab, &vm, disk, members[1].2, members[1].3),
         ));
     }
     assert_eq!(

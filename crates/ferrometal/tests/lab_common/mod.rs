@@ -186,6 +186,12 @@ pub fn md_superblock(lab: &Lab, vm: &Vm, disk: usize, at: u64) -> ([u8; 16], u32
     )
 }
 
+/// The md 1.0 superblock of the member partition at byte `start`, `len` bytes long (8 KiB
+/// before its end, on a 4 KiB boundary): its array UUID and RAID level.
+pub fn md10_superblock(lab: &Lab, vm: &Vm, disk: usize, start: u64, len: u64) -> ([u8; 16], u32) {
+    md_superblock(lab, vm, disk, (start + len - 8192) / 4096 * 4096)
+}
+
 /// Patches host `name` in `ns` (`kind`: `merge` or `json`), as its owner would with kubectl.
 pub fn patch_host(s: &Serve, ns: &str, name: &str, kind: &str, patch: &str) {
     s.ok(&["patch", "bmh", "-n", ns, name, "--type", kind, "-p", patch]);

@@ -1,8 +1,9 @@
 //! Software RAID (metal3's `softwareRAIDVolumes`) in `preparing`: nothing is built there (a
 //! deploy agent builds the arrays when the host is provisioned, on disks it sees from inside
-//! the host: ferrometal's as it writes the image, Ironic's in a cleaning before its deploy); preparing checks that this backend can build them and what metal3 itself refuses,
-//! then records the volumes in `status.provisioning.raid` as metal3 does once its cleaning
-//! built them. A change of the volumes takes an available host back to preparing.
+//! the host: ferrometal's as it writes the image, Ironic's in a cleaning before its deploy);
+//! preparing checks that this backend can build them and what metal3 itself refuses, then
+//! records the volumes in `status.provisioning.raid` as metal3 does once its cleaning built
+//! them. A change of the volumes takes an available host back to preparing.
 
 use ferrometal_api::{ErrorType, SoftwareRaidVolume};
 use ferrometal_provisioner::{ErrorKind, ProvisionerError};
