@@ -1,5 +1,6 @@
-//! BMC addresses as metal3 writes them (`ipmi://…`, `redfish+http://…/redfish/v1/Systems/1`,
-//! `idrac-virtualmedia://…`, bare `host:port`), parsed into a typed value.
+//! BMC addresses as metal3 writes them (`ipmi://…`, `libvirt://…`,
+//! `redfish+http://…/redfish/v1/Systems/1`, `idrac-virtualmedia://…`, bare `host:port`), parsed
+//! into a typed value.
 
 use std::fmt;
 
@@ -23,6 +24,10 @@ pub enum Transport {
 pub enum Flavour {
     /// `ipmi://` or a bare host.
     Ipmi,
+    /// `libvirt://`: IPMI to a VirtualBMC in front of a libvirt VM (metal3's development
+    /// hosts). Spoken to as IPMI; the host must name its boot MAC, as metal3 requires, since
+    /// VirtualBMC addresses are not unique to a machine.
+    Libvirt,
     /// `redfish://`: network (PXE/iPXE) boot.
     Redfish,
     /// `redfish-virtualmedia://`: boot from virtual media.
@@ -42,7 +47,7 @@ pub enum Flavour {
 impl Flavour {
     pub fn protocol(self) -> Protocol {
         match self {
-            Flavour::Ipmi => Protocol::Ipmi,
+            Flavour::Ipmi | Flavour::Libvirt => Protocol::Ipmi,
             _ => Protocol::Redfish,
         }
     }
@@ -59,6 +64,7 @@ impl Flavour {
     pub fn scheme(self) -> &'static str {
         match self {
             Flavour::Ipmi => "ipmi",
+            Flavour::Libvirt => "libvirt",
             Flavour::Redfish => "redfish",
             Flavour::RedfishVirtualMedia => "redfish-virtualmedia",
             Flavour::RedfishUefiHttp => "redfish-uefihttp",
@@ -91,7 +97,14 @@ pub struct BmcAddress {
     pub port: u16,
     /// The Redfish system path (e.g. `/redfish/v1/Systems/1`); `None` means "the only system".
     pub system_path: Option<String>,
+    /// IPMI only: the session's privilege level from metal3's `?privilegelevel=` query;
+    /// `None` is metal3's default, `ADMINISTRATOR`.
+    pub privilege_level: Option<&'static str>,
 }
+
+/// The privilege levels an IPMI session can ask for (ipmitool's `-L`, Ironic's
+/// `ipmi_priv_level`).
+pub const IPMI_PRIVILEGE_LEVELS: [&str; 4] = ["ADMINISTRATOR", "OPERATOR", "USER", "CALLBACK"];
 
 /// Why an address could not be parsed. Each message names the offending input, quoted and cut
 /// to 200 characters (an address is user input and messages end up in status).
@@ -163,7 +176,7 @@ impl BmcAddress {
             return parse_bare_ipmi(address);
         };
         let scheme_lc = scheme.to_ascii_lowercase();
-        if scheme_lc == "ipmi" {
+        if scheme_lc == "ipmi" || scheme_lc == "libvirt" {
             let (host, port, path) = split_authority(address, rest)?;
             if !path.is_empty() && path != "/" {
                 return Err(AddressError::Invalid {
@@ -172,11 +185,16 @@ impl BmcAddress {
                 });
             }
             return Ok(BmcAddress {
-                flavour: Flavour::Ipmi,
+                flavour: if scheme_lc == "ipmi" {
+                    Flavour::Ipmi
+                } else {
+                    Flavour::Libvirt
+                },
                 transport: Transport::Https,
                 host,
                 port: port.unwrap_or(IPMI_DEFAULT_PORT),
                 system_path: None,
+                privilege_level: privilege_level(address, rest)?,
             });
         }
         let (base, transport) = match scheme_lc.split_once('+') {
@@ -206,6 +224,7 @@ impl BmcAddress {
             host,
             port,
             system_path,
+            privilege_level: None,
         })
     }
 
@@ -235,7 +254,13 @@ impl BmcAddress {
 impl fmt::Display for BmcAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.flavour {
-            Flavour::Ipmi => write!(f, "ipmi://{}", self.authority()),
+            Flavour::Ipmi | Flavour::Libvirt => {
+                write!(f, "{}://{}", self.flavour.scheme(), self.authority())?;
+                match self.privilege_level {
+                    Some(level) => write!(f, "/?privilegelevel={level}"),
+                    None => Ok(()),
+                }
+            }
             flavour => {
                 let suffix = match self.transport {
                     Transport::Http => "+http",
@@ -254,7 +279,7 @@ impl fmt::Display for BmcAddress {
 }
 
 fn unknown_scheme(address: &str, scheme: &str) -> AddressError {
-    let mut supported = vec!["ipmi".to_string()];
+    let mut supported = vec!["ipmi".to_string(), "libvirt".to_string()];
     supported.extend(
         Flavour::REDFISH
             .iter()
@@ -284,6 +309,7 @@ fn parse_bare_ipmi(address: &str) -> Result<BmcAddress, AddressError> {
             host,
             port: IPMI_DEFAULT_PORT,
             system_path: None,
+            privilege_level: None,
         });
     }
     let (host, port, _) = split_authority(address, address)?;
@@ -293,7 +319,36 @@ fn parse_bare_ipmi(address: &str) -> Result<BmcAddress, AddressError> {
         host,
         port: port.unwrap_or(IPMI_DEFAULT_PORT),
         system_path: None,
+        privilege_level: None,
     })
+}
+
+/// metal3's `?privilegelevel=` on an IPMI address (its other query keys are ignored, as
+/// metal3 ignores them). A level IPMI does not have is refused here rather than by the BMC.
+fn privilege_level(address: &str, rest: &str) -> Result<Option<&'static str>, AddressError> {
+    let Some((_, query)) = rest.split_once('?') else {
+        return Ok(None);
+    };
+    let query = query.split('#').next().unwrap_or_default();
+    let Some(value) = query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find_map(|(k, v)| (k == "privilegelevel").then_some(v))
+    else {
+        return Ok(None);
+    };
+    IPMI_PRIVILEGE_LEVELS
+        .into_iter()
+        .find(|l| l.eq_ignore_ascii_case(value))
+        .map(Some)
+        .ok_or_else(|| AddressError::Invalid {
+            address: address.to_string(),
+            reason: format!(
+                "privilegelevel {:?} is not one of {}",
+                cut(value),
+                IPMI_PRIVILEGE_LEVELS.join(", ")
+            ),
+        })
 }
 
 /// Splits `host[:port][/path]` into its parts; `address` is the whole input, for errors.
@@ -467,6 +522,15 @@ mod tests {
         ok("[fd00::2]:700", Ipmi, Https, "fd00::2", 700, None);
         ok("fd00::3", Ipmi, Https, "fd00::3", 623, None);
         ok(
+            "libvirt://192.168.122.1:6233/?abc=def",
+            Libvirt,
+            Https,
+            "192.168.122.1",
+            6233,
+            None,
+        );
+        ok("LIBVIRT://vbmc", Libvirt, Https, "vbmc", 623, None);
+        ok(
             "redfish://10.0.0.1/redfish/v1/Systems/1",
             Redfish,
             Https,
@@ -562,7 +626,12 @@ mod tests {
         let cases: &[(&str, &str)] = &[
             ("", "empty"),
             ("   ", "empty"),
-            ("libvirt://h", "unknown scheme \"libvirt\""),
+            ("vbmc://h", "unknown scheme \"vbmc\""),
+            (
+                "ipmi://h/?privilegelevel=ROOT",
+                "privilegelevel \"ROOT\" is not one of ADMINISTRATOR, OPERATOR, USER, CALLBACK",
+            ),
+            ("libvirt://h?privilegelevel=", "privilegelevel \"\""),
             ("redfish+ftp://h/x", "unknown scheme \"redfish+ftp\""),
             ("idrac://h", "unknown scheme \"idrac\""),
             ("ipmi://", "has no host"),
@@ -598,11 +667,29 @@ mod tests {
         assert!(err.contains("redfish://***@h/x"), "{err}");
     }
 
+    /// metal3's `?privilegelevel=` (any case; other query keys ignored, as metal3 does).
+    #[test]
+    fn ipmi_privilege_levels() {
+        for (input, level) in [
+            ("ipmi://h", None),
+            ("ipmi://h?privilegelevel=operator", Some("OPERATOR")),
+            ("ipmi://h:6230/?abc=def&privilegelevel=USER", Some("USER")),
+            ("libvirt://h/?privilegelevel=CALLBACK#x", Some("CALLBACK")),
+            ("redfish://h/redfish/v1/Systems/1?privilegelevel=USER", None),
+        ] {
+            let parsed = BmcAddress::parse(input).unwrap();
+            assert_eq!(parsed.privilege_level, level, "{input}");
+        }
+    }
+
     #[test]
     fn display_round_trips() {
         for input in [
             "ipmi://10.0.0.1:623",
             "ipmi://[fd00::1]:623",
+            "ipmi://10.0.0.1:623/?privilegelevel=OPERATOR",
+            "libvirt://192.168.122.1:6233",
+            "libvirt://192.168.122.1:6233/?privilegelevel=USER",
             "redfish+http://127.0.0.1:8000/redfish/v1/Systems/1",
             "idrac-virtualmedia://h:443/redfish/v1/Systems/1",
         ] {

@@ -16,6 +16,7 @@ use crate::{
 pub struct IpmiBmc {
     host: String,
     port: u16,
+    privilege_level: Option<&'static str>,
     endpoint: String,
     credentials: Credentials,
     options: BmcOptions,
@@ -26,6 +27,7 @@ impl IpmiBmc {
         IpmiBmc {
             host: address.host.clone(),
             port: address.port,
+            privilege_level: address.privilege_level,
             endpoint: address.authority(),
             credentials,
             options,
@@ -56,6 +58,10 @@ impl IpmiBmc {
             "-R".into(),
             self.options.ipmi_retries.to_string(),
         ];
+        // ipmitool's default is ADMINISTRATOR, as metal3's.
+        if let Some(level) = self.privilege_level {
+            args.extend(["-L".to_string(), level.to_string()]);
+        }
         args.extend(command.iter().map(|s| s.to_string()));
         args
     }

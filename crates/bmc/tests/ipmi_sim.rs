@@ -78,3 +78,31 @@ async fn power_and_boot_device_against_ipmi_sim() {
     assert!(matches!(err, BmcError::Unauthorized { .. }), "{err}");
     assert_eq!(sim.chassis("power"), before);
 }
+
+/// metal3's `libvirt://` (a VirtualBMC's IPMI) and its `?privilegelevel=`: the session asks
+/// for that level, so a USER session reads the power but may not change it, and an OPERATOR
+/// session may.
+#[tokio::test]
+async fn libvirt_addresses_speak_ipmi_at_the_privilege_level_they_name() {
+    let sim = IpmiSim::start();
+    let port = sim.address().rsplit_once(':').unwrap().1.to_string();
+    let at = |level: &str| {
+        let address = BmcAddress::parse(&format!(
+            "libvirt://127.0.0.1:{port}/?privilegelevel={level}"
+        ))
+        .unwrap();
+        connect(
+            &address,
+            Credentials::new("admin", "password"),
+            BmcOptions::default(),
+        )
+        .unwrap()
+    };
+    let user = at("user");
+    assert_eq!(user.power_state().await.unwrap(), PowerState::Off);
+    let err = user.power(PowerAction::On).await.unwrap_err();
+    assert!(matches!(err, BmcError::Unauthorized { .. }), "{err}");
+    assert_eq!(sim.chassis("power"), "0");
+    at("OPERATOR").power(PowerAction::On).await.unwrap();
+    assert_eq!(sim.chassis("power"), "1");
+}

@@ -576,6 +576,15 @@ fn metal3_validation_rules_refuse_with_metal3_messages() {
             ),
             "BMC address \"redfsh+http://192.0.2.1/redfish/v1/Systems/1\" has unknown scheme \"redfsh+http\"; supported: ",
         ),
+        (
+            // metal3's VirtualBMC scheme is IPMI; its privilege level is one IPMI has.
+            with(
+                "vbmc-level",
+                json!({"bootMACAddress": "52:54:00:aa:bb:01",
+                       "bmc": {"address": "libvirt://192.0.2.1:6233/?privilegelevel=ROOT", "credentialsName": "bmc"}}),
+            ),
+            "privilegelevel \"ROOT\" is not one of ADMINISTRATOR, OPERATOR, USER, CALLBACK",
+        ),
     ];
     for (host, message) in &cases {
         let o = apply(&s, &["create", "-f", "-"], host);

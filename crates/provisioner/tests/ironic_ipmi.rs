@@ -70,3 +70,39 @@ async fn ipmi_register_and_power_through_ironic() {
     done!("delete", p.delete(&h));
     assert!(ironic.node("ns~ipmi").is_none());
 }
+
+/// metal3's `libvirt://` (VirtualBMC) host: Ironic's ipmi driver at the address's
+/// `privilegelevel`, which Ironic's ipmitool asks the BMC for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn libvirt_addresses_register_as_ipmi_at_their_privilege_level() {
+    let sim = IpmiSim::start();
+    let ironic = Ironic::start();
+    let mut o = IronicOptions::new(ironic.endpoint());
+    o.poll_interval = Duration::from_millis(200);
+    let p = IronicProvisioner::new(o);
+    let port = sim.address().rsplit_once(':').unwrap().1.to_string();
+    let h = HostInfo {
+        key: "ns~vbmc".into(),
+        provisioner_id: String::new(),
+        bmc: BmcAddress::parse(&format!(
+            "libvirt://127.0.0.1:{port}/?privilegelevel=OPERATOR"
+        ))
+        .unwrap(),
+        credentials: Credentials::new("admin", "password"),
+        disable_certificate_verification: false,
+        boot_mac_address: Some("52:54:00:aa:bb:cd".into()),
+        boot_mode: None,
+        inspection_mode: InspectionMode::Fast,
+        root_device_hints: None,
+        automated_cleaning_mode: AutomatedCleaningMode::Disabled,
+        disable_power_off: false,
+        preprovisioning_network_data: None,
+    };
+    done!("register", p.register(&h, false));
+    let node = ironic.node("ns~vbmc").unwrap();
+    assert_eq!(node["driver"], "ipmi");
+    assert_eq!(node["driver_info"]["ipmi_priv_level"], "OPERATOR");
+    done!("power on", p.power_on(&h));
+    assert_eq!(sim.chassis("power"), "1");
+    done!("delete", p.delete(&h));
+}

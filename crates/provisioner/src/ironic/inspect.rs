@@ -2,7 +2,7 @@
 //! `status.hardware`.
 
 use ferrometal_api::{HardwareDetails, InspectionMode};
-use ferrometal_bmc::Flavour;
+use ferrometal_bmc::Protocol;
 use serde_json::Value;
 
 use super::client::ApiError;
@@ -17,7 +17,7 @@ impl IronicProvisioner {
         if host.inspection_mode == InspectionMode::Disabled {
             return Ok(Step::Done(None));
         }
-        if host.bmc.flavour == Flavour::Ipmi {
+        if host.bmc.protocol() == Protocol::Ipmi {
             // IPMI has no inventory to read out of band (the agent would need a PXE network).
             tracing::info!(host = %host.key, "IPMI BMC: no out-of-band inspection");
             return Ok(Step::Done(None));

@@ -7,7 +7,7 @@ use ferrometal_api::{
     AutomatedCleaningMode, BootMode, ChecksumType, CpuDetails, DiskType, HardwareDetails,
     HardwareSystemVendor, ImageFormat, NicDetails, RootDeviceHints, StorageDetails,
 };
-use ferrometal_bmc::{Flavour, PowerState};
+use ferrometal_bmc::{Flavour, PowerState, Protocol};
 use serde_json::{Map, Value, json};
 
 use crate::{Deployment, ErrorKind, HostInfo, ProvisionerError, Result};
@@ -42,7 +42,7 @@ pub fn driver_for(flavour: Flavour) -> Driver {
         virtual_media_boot: Some("idrac-redfish-virtual-media"),
     };
     match flavour {
-        Flavour::Ipmi => Driver {
+        Flavour::Ipmi | Flavour::Libvirt => Driver {
             driver: "ipmi",
             boot: "ipxe",
             power: "ipmitool",
@@ -100,12 +100,13 @@ pub fn inspect_interface(flavour: Flavour, opts: &DriverInfoOptions) -> &'static
 pub fn driver_info(host: &HostInfo, opts: &DriverInfoOptions) -> Value {
     let creds = &host.credentials;
     let mut info = Map::new();
-    if host.bmc.flavour == Flavour::Ipmi {
+    if host.bmc.protocol() == Protocol::Ipmi {
         info.insert("ipmi_address".into(), json!(host.bmc.host));
         info.insert("ipmi_port".into(), json!(host.bmc.port));
         info.insert("ipmi_username".into(), json!(creds.username));
         info.insert("ipmi_password".into(), json!(creds.password()));
-        info.insert("ipmi_priv_level".into(), json!("ADMINISTRATOR"));
+        let level = host.bmc.privilege_level.unwrap_or("ADMINISTRATOR");
+        info.insert("ipmi_priv_level".into(), json!(level));
         if let Some(suite) = opts.ipmi_cipher_suite {
             info.insert("ipmi_cipher_suite".into(), json!(suite));
         }
@@ -675,6 +676,16 @@ mod tests {
         assert_eq!(info["ipmi_cipher_suite"], 3);
         assert_eq!(info["deploy_kernel"], "http://i/ipa.kernel");
         assert!(info.get("deploy_iso").is_none());
+        // metal3's VirtualBMC hosts (`libvirt://`) are IPMI, their privilege level passed on.
+        let vbmc = host("libvirt://192.168.122.1:6233/?privilegelevel=OPERATOR");
+        let info = driver_info(&vbmc, &DriverInfoOptions::default());
+        assert_eq!(info["ipmi_address"], "192.168.122.1");
+        assert_eq!(info["ipmi_port"], 6233);
+        assert_eq!(info["ipmi_priv_level"], "OPERATOR");
+        assert_eq!(
+            create_body(&vbmc, &DriverInfoOptions::default())["driver"],
+            "ipmi"
+        );
         let body = create_body(&h, &DriverInfoOptions::default());
         assert_eq!(body["name"], "ns~h1");
         assert_eq!(body["driver"], "ipmi");
