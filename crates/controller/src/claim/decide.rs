@@ -193,8 +193,21 @@ fn provisioned(claim: &HostClaim, host: &BareMetalHost) -> Condition {
             c::PROVISIONED,
             false,
             "Provisioning",
-            format!("the host is {}", state_words(state)),
+            provisioning_words(state),
         ),
+    }
+}
+
+/// The message while the host works towards the claim's image. The steps from available to
+/// provisioned share one: a message per step would be a status write per step, and a
+/// tenant learns nothing from them that the condition's reason does not say.
+fn provisioning_words(state: ProvisioningState) -> String {
+    match state {
+        ProvisioningState::Available
+        | ProvisioningState::Ready
+        | ProvisioningState::Preparing
+        | ProvisioningState::Provisioning => "the host is being provisioned with spec.image".into(),
+        other => format!("the host is {}", state_words(other)),
     }
 }
 

@@ -302,6 +302,35 @@ fn status_table() {
     assert_eq!(cond(&st, c::ASSOCIATED), ("False", c::HOST_CLAIM_DELETING));
 }
 
+/// From the bind to the image on the disk the host passes available, preparing and
+/// provisioning: the claim's status is one write for all three, not one per step.
+#[test]
+fn a_bound_claim_is_written_once_on_its_way_to_provisioned() {
+    let mut cl = claim(json!({"poweredOn": true, "image": image()}), json!({}));
+    let data = DataSync::default();
+    let mut next = |state: &str, now: &str| {
+        let h = host(json!({"online": true, "image": image()}), state, json!({}));
+        let st = status(StatusInput {
+            claim: &cl,
+            binding: Binding::Bound(&h),
+            no_host: "",
+            data: &data,
+            sync_error: None,
+            deleting: None,
+            hardware_data: None,
+            now,
+        });
+        cl.status = Some(st.clone());
+        st
+    };
+    let first = next("available", "t1");
+    assert_eq!(cond(&first, c::PROVISIONED), ("False", "Provisioning"));
+    assert_eq!(next("preparing", "t2"), first);
+    assert_eq!(next("provisioning", "t3"), first);
+    // Leaving that path is news again.
+    assert_ne!(next("deprovisioning", "t4"), first);
+}
+
 #[test]
 fn transition_times_are_kept_while_unchanged() {
     let mut cl = claim(json!({"poweredOn": true}), json!({}));
