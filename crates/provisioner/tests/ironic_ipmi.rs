@@ -12,6 +12,24 @@ use ferrometal_test_support::done;
 use ferrometal_test_support::ironic::Ironic;
 use ferrometal_test_support::peers::IpmiSim;
 
+/// A host behind ipmi_sim's BMC at `address`, inspection and cleaning off.
+fn ipmi_host(key: &str, address: &str, mac: &str) -> HostInfo {
+    HostInfo {
+        key: key.into(),
+        provisioner_id: String::new(),
+        bmc: BmcAddress::parse(address).unwrap(),
+        credentials: Credentials::new("admin", "password"),
+        disable_certificate_verification: false,
+        boot_mac_address: Some(mac.into()),
+        boot_mode: None,
+        inspection_mode: InspectionMode::Fast,
+        root_device_hints: None,
+        automated_cleaning_mode: AutomatedCleaningMode::Disabled,
+        disable_power_off: false,
+        preprovisioning_network_data: None,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipmi_register_and_power_through_ironic() {
     let sim = IpmiSim::start();
@@ -19,20 +37,7 @@ async fn ipmi_register_and_power_through_ironic() {
     let mut o = IronicOptions::new(ironic.endpoint());
     o.poll_interval = Duration::from_millis(200);
     let p = IronicProvisioner::new(o);
-    let h = HostInfo {
-        key: "ns~ipmi".into(),
-        provisioner_id: String::new(),
-        bmc: BmcAddress::parse(&sim.address()).unwrap(),
-        credentials: Credentials::new("admin", "password"),
-        disable_certificate_verification: false,
-        boot_mac_address: Some("52:54:00:aa:bb:cc".into()),
-        boot_mode: None,
-        inspection_mode: InspectionMode::Fast,
-        root_device_hints: None,
-        automated_cleaning_mode: AutomatedCleaningMode::Disabled,
-        disable_power_off: false,
-        preprovisioning_network_data: None,
-    };
+    let h = ipmi_host("ns~ipmi", &sim.address(), "52:54:00:aa:bb:cc");
 
     let reg = done!("register", p.register(&h, false));
     assert_eq!(reg.power, PowerState::Off);
@@ -81,23 +86,11 @@ async fn libvirt_addresses_register_as_ipmi_at_their_privilege_level() {
     o.poll_interval = Duration::from_millis(200);
     let p = IronicProvisioner::new(o);
     let port = sim.address().rsplit_once(':').unwrap().1.to_string();
-    let h = HostInfo {
-        key: "ns~vbmc".into(),
-        provisioner_id: String::new(),
-        bmc: BmcAddress::parse(&format!(
-            "libvirt://127.0.0.1:{port}/?privilegelevel=OPERATOR"
-        ))
-        .unwrap(),
-        credentials: Credentials::new("admin", "password"),
-        disable_certificate_verification: false,
-        boot_mac_address: Some("52:54:00:aa:bb:cd".into()),
-        boot_mode: None,
-        inspection_mode: InspectionMode::Fast,
-        root_device_hints: None,
-        automated_cleaning_mode: AutomatedCleaningMode::Disabled,
-        disable_power_off: false,
-        preprovisioning_network_data: None,
-    };
+    let h = ipmi_host(
+        "ns~vbmc",
+        &format!("libvirt://127.0.0.1:{port}/?privilegelevel=OPERATOR"),
+        "52:54:00:aa:bb:cd",
+    );
     done!("register", p.register(&h, false));
     let node = ironic.node("ns~vbmc").unwrap();
     assert_eq!(node["driver"], "ipmi");
