@@ -4,11 +4,17 @@
 //! the latency from an operation annotation to the BMC call.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use ferrometal_emulator::{Emulator, EmulatorConfig};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{
+    Api, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use serde_json::json;
 
 use crate::common::{
@@ -123,7 +129,84 @@ struct Phase {
     actions_host0: Vec<String>,
     cpu_secs: f64,
     store_writes: u64,
+    /// Of `store_writes`, the Events (kept in memory, not in the durable store).
+    event_writes: u64,
     reconciles: f64,
+}
+
+/// Event creates and series updates as the API server announces them. Events take a
+/// resourceVersion like any object but live in memory, so the durable store's writes are the
+/// resourceVersion's growth less these.
+struct EventWrites {
+    /// The resourceVersion of each Event write seen.
+    seen: Arc<std::sync::Mutex<Vec<u64>>>,
+    /// The watch lost its place (a 410 or an error): the count is then not to be trusted.
+    lost: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl EventWrites {
+    fn start(client: &kube::Client, from: u64) -> EventWrites {
+        let api: Api<Event> = Api::all(client.clone());
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lost = Arc::new(AtomicBool::new(false));
+        let (out, l) = (seen.clone(), lost.clone());
+        let task = tokio::spawn(async move {
+            let mut rv = from.to_string();
+            let params = WatchParams::default().timeout(290);
+            loop {
+                let mut stream = match api.watch(&params, &rv).await {
+                    Ok(s) => s.boxed(),
+                    Err(_) => {
+                        l.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                };
+                while let Some(event) = stream.next().await {
+                    match event {
+                        Ok(WatchEvent::Added(e) | WatchEvent::Modified(e)) => {
+                            if let Some(v) = e.metadata.resource_version {
+                                if let Ok(n) = v.parse() {
+                                    out.lock().unwrap().push(n);
+                                }
+                                rv = v;
+                            }
+                        }
+                        Ok(WatchEvent::Bookmark(b)) => rv = b.metadata.resource_version,
+                        Ok(WatchEvent::Deleted(_)) => {}
+                        Ok(WatchEvent::Error(_)) | Err(_) => {
+                            l.store(true, Ordering::Relaxed);
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        EventWrites { seen, lost, task }
+    }
+
+    /// The Event writes with a resourceVersion in `(from, to]`, or `None` when the watch lost
+    /// its place. Waits a moment first: the watch may trail the phase's last writes.
+    async fn between(&self, from: u64, to: u64) -> Option<u64> {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if self.lost.load(Ordering::Relaxed) {
+            return None;
+        }
+        let seen = self.seen.lock().unwrap();
+        Some(seen.iter().filter(|rv| **rv > from && **rv <= to).count() as u64)
+    }
+}
+
+impl EventWrites {
+    fn lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for EventWrites {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// (objects, JSON bytes) of a full list, as the API server serves it.
@@ -212,6 +295,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
     // Phase 1: create → available.
     let started = Instant::now();
     let rv0 = resource_version(&api).await;
+    let events = EventWrites::start(&client, rv0);
     let rec0 = reconciles().await.unwrap_or(0.0);
     create_bmc_secret(&client, NAMESPACE).await?;
     let base = emu
@@ -255,6 +339,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         actions_host0: emu.state(0).actions,
         cpu_secs: after_available.cpu_secs - base_cpu,
         store_writes: rv1.saturating_sub(rv0),
+        event_writes: events.between(rv0, rv1).await.unwrap_or(0),
         reconciles: rec1 - rec0,
     }];
     say(&format!(
@@ -320,6 +405,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
             actions_host0: emu.state(0).actions[actions0..].to_vec(),
             cpu_secs: after_provisioned.cpu_secs - after_available.cpu_secs,
             store_writes: rv2.saturating_sub(rv1),
+            event_writes: events.between(rv1, rv2).await.unwrap_or(0),
             reconciles: rec2 - rec1,
         });
         say(&format!(
@@ -339,6 +425,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
     let window = Duration::from_secs(o.poll_interval * o.steady_intervals);
     let (mut req3, mut steady_max, mut steady_cpu, mut steady_writes, mut steady_reconciles) =
         (0, 0, 0.0, 0, 0.0);
+    let mut steady_events = 0;
     if incomplete.is_none() {
         tokio::time::sleep(Duration::from_secs(2)).await;
         emu.reset_counters();
@@ -355,13 +442,18 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         let per3;
         (req3, per3) = bmc_totals(&emu);
         steady_cpu = procfs::read(pid).map_or(0.0, |r| r.cpu_secs) - cpu_before;
-        steady_writes = resource_version(&api).await.saturating_sub(rv_before);
+        let rv_after = resource_version(&api).await;
+        steady_writes = rv_after.saturating_sub(rv_before);
+        steady_events = events.between(rv_before, rv_after).await.unwrap_or(0);
         steady_reconciles = reconciles().await.unwrap_or(rec_before) - rec_before;
         steady_max = per3.iter().copied().max().unwrap_or(0);
         say(&format!(
             "steady state: {req3} BMC requests = {:.2} per host per interval",
             ratio(req3 as f64, (o.hosts as u64 * o.steady_intervals) as f64)
         ));
+    }
+    if events.lost() {
+        say("the Event watch lost its place: Events after that are counted as durable writes");
     }
     let per_host_interval = ratio(req3 as f64, (o.hosts as u64 * o.steady_intervals) as f64);
 
@@ -466,9 +558,11 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
             format!("{}: serve CPU", p.name),
             format!("{:.1} s", p.cpu_secs),
             format!(
-                "{:.1} ms per host; {:.1} store writes, {:.1} reconciles per host",
+                "{:.1} ms per host; {:.1} store writes ({:.1} durable, {:.1} Events), {:.1} reconciles per host",
                 p.cpu_secs * 1000.0 / n,
                 ratio(p.store_writes as f64, n),
+                ratio(p.store_writes.saturating_sub(p.event_writes) as f64, n),
+                ratio(p.event_writes as f64, n),
                 ratio(p.reconciles, n)
             ),
         ));
@@ -477,12 +571,13 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         "steady: BMC req/host/interval",
         format!("{per_host_interval:.2}"),
         format!(
-            "{} s window, poll {} s, max {} on one host; CPU {:.2} s, {} store writes, {:.0} reconciles",
+            "{} s window, poll {} s, max {} on one host; CPU {:.2} s, {} store writes ({} Events), {:.0} reconciles",
             window.as_secs(),
             o.poll_interval,
             steady_max,
             steady_cpu,
             steady_writes,
+            steady_events,
             steady_reconciles
         ),
     ));
@@ -539,6 +634,8 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
                 "ratio_to_emulator_limit": ratio(p.wall.as_secs_f64(), ratio(p.requests as f64, rps)),
                 "serve_cpu_secs": p.cpu_secs,
                 "store_writes": p.store_writes,
+                "event_writes": p.event_writes,
+                "durable_writes": p.store_writes.saturating_sub(p.event_writes),
                 "reconciles": p.reconciles,
             })
         })
@@ -562,6 +659,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
                 "max_one_host": steady_max,
                 "serve_cpu_secs": steady_cpu,
                 "store_writes": steady_writes,
+                "event_writes": steady_events,
                 "reconciles": steady_reconciles,
             },
             "annotation_latency": latency,
@@ -573,6 +671,7 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
             "serve_end_rss_file_bytes": end.rss_file,
             "serve_cpu_secs_total": end.cpu_secs,
             "store_bytes": store_bytes,
+            "event_watch_lost": events.lost(),
             "objects": objects.iter().map(|(k, c, b)| json!({"kind": k, "count": c, "json_bytes": b})).collect::<Vec<_>>(),
         }),
     )
