@@ -212,41 +212,63 @@ pub fn event(reason: &str, note: impl Into<String>) -> HostEvent {
     }
 }
 
-/// Events on the claim when a condition changes.
+/// Events on the claim when a condition changes to something a tenant acts on or waits for:
+/// the bind (naming the host), the image in place, errors and recoveries. The steps on the
+/// expected way (the first sync, provisioning under way) are in the status only: each Event is
+/// a request through the API server, and at five per claim they cost a claimed host twice the
+/// CPU of a patched one.
 pub async fn announce(
     claim: &HostClaim,
     old: &HostClaimStatus,
     new: &HostClaimStatus,
     publisher: &EventPublisher,
 ) {
+    publisher.publish_about(claim, &claim_news(old, new)).await;
+}
+
+/// The Events for a claim's status going from `old` to `new`.
+fn claim_news(old: &HostClaimStatus, new: &HostClaimStatus) -> Vec<HostEvent> {
+    use ferrometal_api::claim::conditions as c;
     let mut events = Vec::new();
-    for c in &new.conditions {
-        let before = old.condition(&c.type_);
-        if before.is_some_and(|b| b.status == c.status && b.reason == c.reason) {
+    for cond in &new.conditions {
+        let before = old.condition(&cond.type_);
+        if before.is_some_and(|b| b.status == cond.status && b.reason == cond.reason) {
             continue;
         }
-        if c.type_ == ferrometal_api::claim::conditions::READY {
+        let routine = match cond.type_.as_str() {
+            c::READY => true,
+            c::SYNCHRONIZED => cond.status == "True" && before.is_none(),
+            c::PROVISIONED => {
+                cond.status != "True"
+                    && matches!(cond.reason.as_str(), c::PROVISIONING | c::NO_IMAGE)
+            }
+            _ => false,
+        };
+        if routine {
             continue;
         }
+        let note = match (&new.bare_metal_host, cond.message.is_empty()) {
+            (Some(host), _) if cond.type_ == c::ASSOCIATED && cond.status == "True" => {
+                format!("bound to host {}", host.name)
+            }
+            (_, false) => cond.message.clone(),
+            (_, true) => format!("{} is {}", cond.type_, cond.status),
+        };
         events.push(HostEvent {
-            warning: c.status != "True"
+            warning: cond.status != "True"
                 && matches!(
-                    c.reason.as_str(),
+                    cond.reason.as_str(),
                     "HostError"
-                        | ferrometal_api::claim::conditions::MISSING_BARE_METAL_HOST
-                        | ferrometal_api::claim::conditions::USER_DATA_SYNC_FAILURE
-                        | ferrometal_api::claim::conditions::NETWORK_DATA_SYNC_FAILURE
-                        | ferrometal_api::claim::conditions::META_DATA_SYNC_FAILURE
+                        | c::MISSING_BARE_METAL_HOST
+                        | c::USER_DATA_SYNC_FAILURE
+                        | c::NETWORK_DATA_SYNC_FAILURE
+                        | c::META_DATA_SYNC_FAILURE
                 ),
-            reason: c.reason.clone(),
-            note: if c.message.is_empty() {
-                format!("{} is {}", c.type_, c.status)
-            } else {
-                c.message.clone()
-            },
+            reason: cond.reason.clone(),
+            note,
         });
     }
-    publisher.publish_about(claim, &events).await;
+    events
 }
 
 /// What makes two Events repeats of each other: the object, type, reason and note, as
@@ -266,6 +288,90 @@ fn series_key(regarding: &ObjectReference, e: &HostEvent) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A claim's way from unbound to provisioned: the bind (naming the host) and the image in
+    /// place are announced, the steps between are not; an error and its recovery are.
+    #[test]
+    fn a_claim_announces_news_not_routine() {
+        use ferrometal_api::claim::NamespacedRef;
+        use ferrometal_api::claim::conditions as c;
+        let cond = |t: &str, status: &str, reason: &str| ferrometal_api::Condition {
+            type_: t.into(),
+            status: status.into(),
+            reason: reason.into(),
+            ..Default::default()
+        };
+        let st = |conds: Vec<ferrometal_api::Condition>, bound: bool| HostClaimStatus {
+            conditions: conds,
+            bare_metal_host: bound.then(|| NamespacedRef {
+                namespace: "infra".into(),
+                name: "bm-1".into(),
+            }),
+            ..Default::default()
+        };
+        let unbound = st(
+            vec![
+                cond(c::ASSOCIATED, "False", c::NO_BARE_METAL_HOST),
+                cond(c::READY, "False", c::NO_BARE_METAL_HOST),
+            ],
+            false,
+        );
+        let bound = |provisioned: ferrometal_api::Condition, sync: &str| {
+            st(
+                vec![
+                    cond(c::ASSOCIATED, "True", c::BARE_METAL_HOST_ASSOCIATED),
+                    cond(
+                        c::SYNCHRONIZED,
+                        sync,
+                        if sync == "True" {
+                            c::CONFIGURATION_SYNCED
+                        } else {
+                            c::USER_DATA_SYNC_FAILURE
+                        },
+                    ),
+                    provisioned.clone(),
+                    cond(c::READY, &provisioned.status, &provisioned.reason),
+                ],
+                true,
+            )
+        };
+        let provisioning = bound(cond(c::PROVISIONED, "False", c::PROVISIONING), "True");
+        let provisioned = bound(cond(c::PROVISIONED, "True", "Provisioned"), "True");
+        let failed = bound(cond(c::PROVISIONED, "False", "HostError"), "True");
+        let unsynced = bound(cond(c::PROVISIONED, "True", "Provisioned"), "False");
+        let reasons = |old: &HostClaimStatus, new: &HostClaimStatus| -> Vec<(String, bool)> {
+            claim_news(old, new)
+                .into_iter()
+                .map(|e| (e.reason, e.warning))
+                .collect()
+        };
+        let first = claim_news(&HostClaimStatus::default(), &unbound);
+        assert_eq!(first.len(), 1, "{first:?}");
+        assert_eq!(first[0].reason, c::NO_BARE_METAL_HOST);
+        let bind = claim_news(&unbound, &provisioning);
+        assert_eq!(bind.len(), 1, "{bind:?}");
+        assert_eq!(bind[0].reason, c::BARE_METAL_HOST_ASSOCIATED);
+        assert_eq!(bind[0].note, "bound to host bm-1");
+        assert_eq!(
+            reasons(&provisioning, &provisioned),
+            [("Provisioned".to_string(), false)]
+        );
+        assert_eq!(
+            reasons(&provisioning, &failed),
+            [("HostError".to_string(), true)]
+        );
+        // Back on the way after an error: the error stays the last word until it is provisioned.
+        assert!(reasons(&failed, &provisioning).is_empty());
+        assert_eq!(
+            reasons(&provisioned, &unsynced),
+            [(c::USER_DATA_SYNC_FAILURE.to_string(), true)]
+        );
+        // A recovered sync is news.
+        assert_eq!(
+            reasons(&unsynced, &provisioned),
+            [(c::CONFIGURATION_SYNCED.to_string(), false)]
+        );
+    }
 
     #[test]
     fn series_memory_is_bounded_and_keeps_the_most_recent() {

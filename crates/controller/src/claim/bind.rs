@@ -151,17 +151,9 @@ pub(super) async fn bind(claim: &HostClaim, ctx: &ClaimContext) -> Result<Bind, 
         Ok(h) => {
             ctx.set_pending(&k, Some((h.namespace().unwrap_or_default(), h.name_any())));
             metrics().claims_bound.inc();
+            // The claim's own Event ("bound to host …") comes with its status write.
             ctx.events
                 .publish_about(&h, &[event("Claimed", format!("bound to HostClaim {k}"))])
-                .await;
-            ctx.events
-                .publish_about(
-                    claim,
-                    &[event(
-                        "BareMetalHostAssociated",
-                        format!("bound to host {}", h.name_any()),
-                    )],
-                )
                 .await;
             Ok(Bind::Bound(Box::new(h)))
         }
