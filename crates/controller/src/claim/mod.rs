@@ -147,7 +147,7 @@ pub async fn run(
         .watches_stream(host_stream, move |host: BareMetalHost| {
             tracing::debug!(host = %host.name_any(), claim = ?select::claim_of(&host), "host event");
             if let Some((ns, name)) = select::claim_of(&host) {
-                return vec![claim_ref(&ns, &name)];
+                return vec![claim_ref(ns, name)];
             }
             if select::unavailable(&host).is_none() {
                 return waiting(&c1, None);
@@ -179,8 +179,7 @@ pub async fn run(
                 .within(&hd.namespace().unwrap_or_default());
             hosts_for_hd
                 .get(&key)
-                .and_then(|h| select::claim_of(&h))
-                .map(|(ns, name)| vec![claim_ref(&ns, &name)])
+                .and_then(|h| select::claim_of(&h).map(|(ns, name)| vec![claim_ref(ns, name)]))
                 .unwrap_or_default()
         })
         .watches_stream(class_stream, move |class: HostClass| {

@@ -86,8 +86,9 @@ pub fn consumed_by(host: &BareMetalHost, namespace: &str, name: &str) -> bool {
     claim_of(host).is_some_and(|(ns, n)| ns == namespace && n == name)
 }
 
-/// The claim a host is bound to, if its consumer is a HostClaim.
-pub fn claim_of(host: &BareMetalHost) -> Option<(String, String)> {
+/// The claim (namespace, name) a host is bound to, if its consumer is a HostClaim. Borrowed:
+/// an unbound claim looks for its host through every host in the cache.
+pub fn claim_of(host: &BareMetalHost) -> Option<(&str, &str)> {
     let c = host.spec.consumer_ref.as_ref()?;
     if c.kind.as_deref() != Some(HOSTCLAIM_KIND)
         || !c
@@ -97,7 +98,7 @@ pub fn claim_of(host: &BareMetalHost) -> Option<(String, String)> {
     {
         return None;
     }
-    Some((c.namespace.clone()?, c.name.clone()?))
+    Some((c.namespace.as_deref()?, c.name.as_deref()?))
 }
 
 /// The consumerRef that binds a host to `claim`.
@@ -456,7 +457,7 @@ mod tests {
         h.spec.consumer_ref = Some(serde_json::from_value(consumer_ref(&c)).unwrap());
         assert!(consumed_by(&h, "tenant", "c"));
         assert!(!consumed_by(&h, "tenant", "d"));
-        assert_eq!(claim_of(&h), Some(("tenant".into(), "c".into())));
+        assert_eq!(claim_of(&h), Some(("tenant", "c")));
         h.spec.consumer_ref.as_mut().unwrap().kind = Some("Metal3Machine".into());
         assert!(!consumed_by(&h, "tenant", "c"));
         assert_eq!(claim_of(&h), None);
