@@ -189,15 +189,13 @@ impl EventWrites {
     /// its place. Waits a moment first: the watch may trail the phase's last writes.
     async fn between(&self, from: u64, to: u64) -> Option<u64> {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        if self.lost.load(Ordering::Relaxed) {
+        if self.lost() {
             return None;
         }
         let seen = self.seen.lock().unwrap();
         Some(seen.iter().filter(|rv| **rv > from && **rv <= to).count() as u64)
     }
-}
 
-impl EventWrites {
     fn lost(&self) -> bool {
         self.lost.load(Ordering::Relaxed)
     }

@@ -214,9 +214,8 @@ pub fn event(reason: &str, note: impl Into<String>) -> HostEvent {
 
 /// Events on the claim when a condition changes to something a tenant acts on or waits for:
 /// the bind (naming the host), the image in place, errors and recoveries. The steps on the
-/// expected way (the first sync, provisioning under way) are in the status only: each Event is
-/// a request through the API server, and at five per claim they cost a claimed host twice the
-/// CPU of a patched one.
+/// expected way (the first sync, provisioning under way) are in the status only, as Events are
+/// for news (the bind was also announced twice before).
 pub async fn announce(
     claim: &HostClaim,
     old: &HostClaimStatus,
