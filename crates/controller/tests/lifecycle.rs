@@ -347,13 +347,20 @@ async fn online_is_enforced_with_one_poll_per_interval() {
     h.wait("node-4", "off", |h| !h.status.as_ref().unwrap().powered_on)
         .await;
     assert_eq!(h.fixture.power(&k), Some(ferrometal_bmc::PowerState::Off));
-    // Steady state: power polls only, and no status writes for them.
+    // Steady state: power polls only, no status writes for them, and one reconcile per poll
+    // (a poll that finds the power as recorded is settled where it ran). Each test runs in a
+    // process of its own, so the counter is this host's.
     let rv = h.get("node-4").await.metadata.resource_version;
+    let reconciles = ferrometal_controller::metrics().reconciles.get();
     h.fixture.clear_calls();
     h.until("three polls", || {
         h.fixture.count(&k, Method::PowerState) >= 3
     })
     .await;
+    let polls = h.fixture.count(&k, Method::PowerState) as u64;
+    let spent = ferrometal_controller::metrics().reconciles.get() - reconciles;
+    // One more reconcile than polls at most: the next poll's, whose call was not made yet.
+    assert!(spent <= polls + 1, "{spent} reconciles for {polls} polls");
     let calls = h.fixture.calls();
     assert!(
         calls

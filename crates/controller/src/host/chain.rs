@@ -2,7 +2,7 @@
 //! capacity check) follow each other in one reconcile and are written once; equivalent to
 //! running again at once on a fresh cache, since `decide` is pure. At most one BMC call per
 //! reconcile: the chain stops there, the call runs detached, and the chain resumes with its
-//! outcome, on the host as it was when the call was decided.
+//! outcome where the call ran, on the host as it was when the call was decided.
 
 use std::time::Duration;
 
@@ -38,13 +38,6 @@ pub struct Chain {
     pub builds_software_raid: bool,
     steps: usize,
     bmc_calls: usize,
-}
-
-/// A chain waiting for its BMC call, and the call's outcome once it ended.
-pub struct Resume {
-    pub chain: Chain,
-    pub call: Call,
-    pub outcome: Outcome,
 }
 
 /// Where a chain stopped.

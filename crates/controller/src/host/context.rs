@@ -10,7 +10,7 @@ use ferrometal_api::{BareMetalHost, BareMetalHostStatus};
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::chain::Resume;
+use super::chain::Chain;
 use super::companions::CompanionStores;
 use super::decide::Memo;
 use crate::config::Timing;
@@ -31,8 +31,9 @@ pub struct HostContext {
     written: Mutex<HashMap<String, u64>>,
     /// Capacity slots granted whose start the cache may not show yet.
     pub capacity_grants: tokio::sync::Mutex<HashMap<String, std::time::Instant>>,
-    /// Host BMC calls running off the reconcile workers.
-    pub detached: Detached<BareMetalHost, Resume>,
+    /// Host BMC calls running off the reconcile workers; a finished one leaves its chain decided
+    /// to the end, for the next reconcile to write.
+    pub detached: Detached<BareMetalHost, Chain>,
     /// The hosts' firmware objects (named after their hosts).
     pub firmware: CompanionStores,
     /// The agent boot media last reported in each host's PreprovisioningImage.

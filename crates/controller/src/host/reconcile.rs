@@ -1,5 +1,6 @@
-//! One reconcile of one host: read the host's Secrets, decide, make at most one provisioner
-//! call, decide again with its outcome, then write what changed.
+//! One reconcile of one host: read the host's Secrets, decide, then write what changed, or
+//! hand the one provisioner call it needs to a task off the worker, which decides again with
+//! the call's outcome and writes what changed there.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -21,14 +22,14 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::boot_media;
-use super::chain::{Chain, Next, Resume};
+use super::chain::{Chain, Next};
 use super::companions::{
     data_image_work, ensure_firmware_objects, firmware_work, record_data_image, record_updates,
     settings_to_read_again,
 };
 use super::context::HostContext;
 use super::decide::{Call, Decision, FinalizerChange, MemoChange, Outcome};
-use crate::detached::Found;
+use crate::detached::{Found, Settled};
 use crate::error::{Error, ignore_not_found};
 use crate::events::HostEvent;
 use crate::host_info::{host_info, host_key};
@@ -59,8 +60,13 @@ pub async fn reconcile(host: Arc<BareMetalHost>, ctx: Arc<HostContext>) -> Resul
 }
 
 pub fn error_policy(host: Arc<BareMetalHost>, error: &Error, ctx: Arc<HostContext>) -> Action {
+    Action::requeue(api_backoff(&host, error, &ctx))
+}
+
+/// Counts a failed API write for the host and says when to try again: exponential, jittered.
+fn api_backoff(host: &BareMetalHost, error: &Error, ctx: &HostContext) -> Duration {
     metrics().error(error.category());
-    let n = ctx.api_failed(&host_key(&host));
+    let n = ctx.api_failed(&host_key(host));
     tracing::warn!(
         namespace = %host.namespace_or_default(),
         name = %host.name_any(),
@@ -74,7 +80,7 @@ pub fn error_policy(host: Arc<BareMetalHost>, error: &Error, ctx: Arc<HostContex
         .api_error_backoff
         .saturating_mul(1 << exp)
         .min(Duration::from_secs(300));
-    Action::requeue(after.mul_f64(0.9 + 0.2 * rand::random::<f64>()))
+    after.mul_f64(0.9 + 0.2 * rand::random::<f64>())
 }
 
 async fn reconcile_host(
@@ -88,10 +94,17 @@ async fn reconcile_host(
         return Ok(Action::await_change());
     }
     // The one BMC call of a reconcile runs off the worker; its end wakes the host.
-    let (mut chain, mut last, deferred) = match ctx.detached.take(&key) {
+    let mut chain = match ctx.detached.take(&key) {
         Found::Running => return Ok(Action::requeue(DETACHED_BACKSTOP)),
-        Found::Finished { state, deferred } if state.chain.uid == host.metadata.uid => {
-            (state.chain, Some((state.call, state.outcome)), deferred)
+        Found::Finished { state, deferred } if state.uid == host.metadata.uid => {
+            // Decided where the call ran: only the writes are left.
+            let action = apply(ctx, host, &key, state.total).await?;
+            // Reconciles that came while the call ran were only noted: look at the host again.
+            return Ok(if deferred {
+                Action::requeue(Duration::ZERO)
+            } else {
+                action
+            });
         }
         Found::Finished { .. } | Found::Idle => {
             if ctx.is_stale(&key, host.meta().resource_version.as_deref()) {
@@ -106,69 +119,109 @@ async fn reconcile_host(
                 read_credentials(&ctx.client, &ctx.secrets, host).await?;
             let firmware = firmware_work(host, &ctx.firmware);
             let data_image = data_image_work(host, &ctx.firmware);
-            (
-                Chain::new(
-                    host,
-                    observation,
-                    credentials,
-                    ctx.memo(&key),
-                    firmware,
-                    data_image,
-                    ctx.provisioner.builds_software_raid(),
-                ),
-                None,
-                false,
+            Chain::new(
+                host,
+                observation,
+                credentials,
+                ctx.memo(&key),
+                firmware,
+                data_image,
+                ctx.provisioner.builds_software_raid(),
             )
         }
     };
+    if let Some(call) = decide_until_a_call(ctx, &mut chain, None).await {
+        tracing::debug!(?call, "provisioner call");
+        let task_ctx = ctx.clone();
+        let object = ObjectRef::from_obj(host.as_ref());
+        let task_key = key.clone();
+        ctx.detached.spawn_settling(
+            key,
+            object.clone(),
+            {
+                let hosts = ctx.hosts.clone();
+                move |object| hosts.get(object).is_some()
+            },
+            async move {
+                let outcome = execute(
+                    &task_ctx,
+                    &chain.current,
+                    &call,
+                    chain.credentials.as_ref(),
+                )
+                .await;
+                if let Outcome::Failed(e) = &outcome {
+                    tracing::info!(?call, kind = e.kind.as_str(), error = %e.message, "provisioner call failed");
+                }
+                // Boxed: the task is sized for its largest step, and a thousand calls
+                // wait at once on their BMCs with settling's writes not yet begun.
+                Box::pin(settle(&task_ctx, object, &task_key, chain, call, outcome))
+                    .await
+            }
+            .instrument(tracing::Span::current()),
+        );
+        return Ok(Action::requeue(DETACHED_BACKSTOP));
+    }
+    apply(ctx, host, &key, chain.total).await
+}
+
+/// Advances the chain (capacity checks included) until everything is decided (`None`) or a BMC
+/// call is needed; `last` is the outcome of the call the chain stopped for.
+async fn decide_until_a_call(
+    ctx: &HostContext,
+    chain: &mut Chain,
+    mut last: Option<(Call, Outcome)>,
+) -> Option<Call> {
     let now = Timestamp::now();
     loop {
         match chain.advance(&ctx.timing, now, last.take()) {
-            Next::Apply => break,
+            Next::Apply => return None,
             Next::Call(Call::HasCapacity) => {
                 let granted = capacity(ctx, &chain.current).await;
                 last = Some((Call::HasCapacity, Outcome::Capacity(granted)));
             }
-            Next::Call(call) => {
-                tracing::debug!(?call, "provisioner call");
-                let task_ctx = ctx.clone();
-                ctx.detached.spawn(
-                    key,
-                    ObjectRef::from_obj(host.as_ref()),
-                    {
-                        let hosts = ctx.hosts.clone();
-                        move |object| hosts.get(object).is_some()
-                    },
-                    async move {
-                        let outcome = execute(
-                            &task_ctx,
-                            &chain.current,
-                            &call,
-                            chain.credentials.as_ref(),
-                        )
-                        .await;
-                        if let Outcome::Failed(e) = &outcome {
-                            tracing::info!(?call, kind = e.kind.as_str(), error = %e.message, "provisioner call failed");
-                        }
-                        Resume {
-                            chain,
-                            call,
-                            outcome,
-                        }
-                    }
-                    .instrument(tracing::Span::current()),
-                );
-                return Ok(Action::requeue(DETACHED_BACKSTOP));
-            }
+            Next::Call(call) => return Some(call),
         }
     }
-    let action = apply(ctx, host, &key, chain.total).await?;
-    // Reconciles that came while the call ran were only noted: look at the host again now.
-    Ok(if deferred {
-        Action::requeue(Duration::ZERO)
-    } else {
-        action
-    })
+}
+
+/// Decides on with a call's outcome where the call ran, and writes what it decided there: a
+/// status, HardwareData, Events and the memo need no second reconcile (the next one is the
+/// host's next step, when the decision asks for it). Finalizer and annotation changes, a host
+/// paused or replaced meanwhile, are left to the next reconcile, on the host as the cache has
+/// it then.
+async fn settle(
+    ctx: &HostContext,
+    object: ObjectRef<BareMetalHost>,
+    key: &str,
+    mut chain: Chain,
+    call: Call,
+    outcome: Outcome,
+) -> Settled<Chain> {
+    // `advance` ends a chain before its second BMC call; should it not, the next reconcile
+    // makes the call.
+    if decide_until_a_call(ctx, &mut chain, Some((call, outcome)))
+        .await
+        .is_some()
+    {
+        chain.total.requeue = Some(Duration::ZERO);
+    }
+    if chain.total.finalizer.is_some() || !chain.total.remove_annotations.is_empty() {
+        return Settled::Apply(chain);
+    }
+    let host = match ctx.hosts.get(&object) {
+        Some(h) if h.metadata.uid == chain.uid && !h.annotations().contains_key(ann::PAUSED) => h,
+        _ => return Settled::Apply(chain),
+    };
+    let requeue = chain.total.requeue;
+    match apply(ctx, &host, key, chain.total).await {
+        Ok(_) => {
+            ctx.api_succeeded(key);
+            Settled::Quiet(requeue)
+        }
+        // The outcome is lost, as when a reconcile's writes fail: the host is decided afresh.
+        Err(e) => Settled::Quiet(Some(api_backoff(&host, &e, ctx))),
+    }
 }
 
 /// Looks again after this long should a finished call's wake-up be lost (it is not: this only
