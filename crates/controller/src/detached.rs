@@ -40,7 +40,7 @@ enum Slot<S> {
 pub enum Found<S> {
     /// No call of this object is running or finished.
     Idle,
-    /// A call runs; its end wakes the object.
+    /// A call runs; its end wakes the object, at once or when its settled result asks.
     Running,
     /// A call ended with this; `deferred` when reconciles came while it ran.
     Finished { state: S, deferred: bool },
@@ -147,41 +147,44 @@ where
         running.send_modify(|n| *n += 1);
         tokio::spawn(async move {
             let settled = call.await;
-            let wake_at_once = {
+            // When to wake the object: now, after a while, or not at all.
+            let wake_after = {
                 let mut held = slots.lock().unwrap();
                 let deferred = matches!(held.get(&key), Some(Slot::Running { deferred: true }));
                 match settled {
                     Settled::Apply(state) if still_there(&object) => {
                         let state = Box::new(state);
                         held.insert(key.clone(), Slot::Finished { state, deferred });
-                        true
-                    }
-                    Settled::Quiet(Some(after)) if !deferred && !after.is_zero() => {
-                        held.insert(key.clone(), Slot::Sleeping { token });
-                        // A task of its own: this one, sized for the call, ends here.
-                        tokio::spawn(wake_later(
-                            slots.clone(),
-                            key.clone(),
-                            token,
-                            after,
-                            wake.clone(),
-                            object.clone(),
-                        ));
-                        false
-                    }
-                    Settled::Quiet(after) => {
-                        held.remove(&key);
-                        deferred || after.is_some()
+                        Some(Duration::ZERO)
                     }
                     Settled::Apply(_) => {
                         held.remove(&key);
-                        true
+                        Some(Duration::ZERO)
+                    }
+                    Settled::Quiet(_) if deferred => {
+                        held.remove(&key);
+                        Some(Duration::ZERO)
+                    }
+                    Settled::Quiet(Some(after)) if !after.is_zero() => {
+                        held.insert(key.clone(), Slot::Sleeping { token });
+                        Some(after)
+                    }
+                    Settled::Quiet(after) => {
+                        held.remove(&key);
+                        after
                     }
                 }
             };
-            // A closed channel means the controller stopped: nothing left to wake.
-            if wake_at_once {
-                let _ = wake.send(object);
+            match wake_after {
+                // A closed channel means the controller stopped: nothing left to wake.
+                Some(after) if after.is_zero() => {
+                    let _ = wake.send(object);
+                }
+                // A task of its own: this one, sized for the call, ends here.
+                Some(after) => {
+                    tokio::spawn(wake_later(slots, key, token, after, wake, object));
+                }
+                None => {}
             }
             running.send_modify(|n| *n -= 1);
         });

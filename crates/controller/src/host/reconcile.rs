@@ -187,9 +187,9 @@ async fn decide_until_a_call(
 
 /// Decides on with a call's outcome where the call ran, and writes what it decided there: a
 /// status, HardwareData, Events and the memo need no second reconcile (the next one is the
-/// host's next step, when the decision asks for it). Finalizer and annotation changes, a host
-/// paused or replaced meanwhile, are left to the next reconcile, on the host as the cache has
-/// it then.
+/// host's next step, when the decision asks for it). Finalizer and annotation changes, a
+/// decision that waits for a change, a host paused or replaced meanwhile, are left to the next
+/// reconcile, on the host as the cache has it then.
 async fn settle(
     ctx: &HostContext,
     object: ObjectRef<BareMetalHost>,
@@ -206,7 +206,13 @@ async fn settle(
     {
         chain.total.requeue = Some(Duration::ZERO);
     }
-    if chain.total.finalizer.is_some() || !chain.total.remove_annotations.is_empty() {
+    // A decision that waits for a change of the host goes through a reconcile, whose
+    // `await_change` replaces the backstop requeue the call's reconcile left: settled here,
+    // the backstop would come back to the host for nothing.
+    if chain.total.finalizer.is_some()
+        || !chain.total.remove_annotations.is_empty()
+        || chain.total.requeue.is_none()
+    {
         return Settled::Apply(chain);
     }
     let host = match ctx.hosts.get(&object) {
