@@ -129,7 +129,12 @@ impl ServeChild {
             .arg(&data_dir)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(extra)
-            .env("FERROMETAL_LOG", "warn")
+            // serve.log (kept with --keep) at another level, e.g. to see why each reconcile
+            // ran: FERROMETAL_BENCH_SERVE_LOG=warn,ferrometal_controller=info,kube_runtime=info
+            .env(
+                "FERROMETAL_LOG",
+                std::env::var("FERROMETAL_BENCH_SERVE_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log_file)

@@ -153,7 +153,6 @@ pub async fn run(
         hosts: host_watch.subscribe(),
         hosts_for_jobs: host_watch.events(),
         secrets: secret_watch.events(),
-        hardware: hardware_watch.events(),
         firmware_settings: settings_watch.subscribe(),
         firmware_components: components_watch.subscribe(),
         update_policies: policy_watch.subscribe(),
@@ -361,7 +360,6 @@ pub struct HostWatches {
     pub hosts: Watched<BareMetalHost>,
     pub hosts_for_jobs: Events<BareMetalHost>,
     pub secrets: Events<Secret>,
-    pub hardware: Events<HardwareData>,
     /// The hosts' firmware objects: a change wakes the host of the same name.
     pub firmware_settings: Watched<HostFirmwareSettings>,
     pub firmware_components: Watched<HostFirmwareComponents>,
@@ -388,7 +386,6 @@ pub async fn run_hosts(
         },
         hosts_for_jobs,
         secrets,
-        hardware,
         firmware_settings,
         firmware_components,
         update_policies,
@@ -432,10 +429,21 @@ pub async fn run_hosts(
     );
     let shutdown = futures::FutureExt::shared(shutdown);
     let jobs = job::run(shared, hosts_for_jobs, concurrency, shutdown.clone());
+    // Not its HardwareData: the host writes it and no decision reads it, so its changes (the
+    // host's own inspection, most of all) would wake the host for nothing.
     let hosts = Controller::for_stream(trigger, reader)
-        .owns_stream(hardware.touched_objects())
         .watches_stream(
-            firmware_settings.events.touched_objects(),
+            host::companions::asks_changed(
+                firmware_settings.events,
+                host::companions::settings_ask,
+            ),
+            host_bmc::named_after,
+        )
+        .watches_stream(
+            host::companions::asks_changed(
+                firmware_components.events,
+                host::companions::components_ask,
+            ),
             host_bmc::named_after,
         )
         .watches_stream(

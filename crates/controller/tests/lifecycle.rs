@@ -372,6 +372,35 @@ async fn online_is_enforced_with_one_poll_per_interval() {
     assert_eq!(h.get("node-4").await.metadata.resource_version, rv);
 }
 
+/// From creation to available a host is reconciled once per BMC call (register, inspect,
+/// prepare, each as often as the BMC asks to be asked again, and power polls): adding its
+/// finalizer, writing its HardwareData and making its firmware objects wake it for nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_host_is_reconciled_once_per_call_to_available() {
+    let h = Harness::start(FixtureProvisioner::new()).await;
+    let k = key("node-7");
+    // Each test runs in a process of its own, so the counter is this host's.
+    let before = ferrometal_controller::metrics().reconciles.get();
+    h.available_host("node-7").await;
+    let spent = ferrometal_controller::metrics().reconciles.get() - before;
+    let calls: Vec<_> = h
+        .fixture
+        .calls()
+        .into_iter()
+        .filter(|(kk, _)| kk == &k)
+        .collect();
+    for step in [Method::Register, Method::Inspect, Method::Prepare] {
+        assert!(h.fixture.count(&k, step) >= 1, "{calls:?}");
+    }
+    // One more at most: a step's own write may wake the host while the task that made the
+    // call is still finishing, which costs a reconcile that only notes it came.
+    assert!(
+        spent <= calls.len() as u64 + 1,
+        "{spent} reconciles for {} calls to available: {calls:?}",
+        calls.len()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_adopts_provisioned_hosts_without_reprovisioning() {
     let mut h = Harness::start(FixtureProvisioner::new()).await;

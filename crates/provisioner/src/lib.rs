@@ -78,7 +78,7 @@ pub struct FirmwareChanges {
 }
 
 /// One firmware update: metal3's component name (`bios`, `bmc`, `nic:...`) and the image URL.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ComponentUpdate {
     pub component: String,
     pub url: String,

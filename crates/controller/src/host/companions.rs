@@ -15,6 +15,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use crate::error::ignore_not_found;
+use crate::shared_watch::Events;
 
 use super::decide::{DataImageResult, DataImageWork, FirmwareWork};
 
@@ -67,6 +68,71 @@ pub fn settings_changes(hfs: &HostFirmwareSettings) -> FirmwareChanges {
         settings,
         ..Default::default()
     }
+}
+
+/// What a HostFirmwareSettings asks of its host, as a hash (0: nothing): the changes to make,
+/// and the BMC read they were compared with (a read after the changes were made ends them).
+pub fn settings_ask(hfs: &HostFirmwareSettings) -> u64 {
+    let changes = settings_changes(hfs);
+    if changes.is_empty() {
+        return 0;
+    }
+    let read = hfs.status.as_ref().and_then(|s| s.last_updated.as_deref());
+    ask_hash(&(&changes.settings, read))
+}
+
+/// What a HostFirmwareComponents asks of its host, as [`settings_ask`].
+pub fn components_ask(hfc: &HostFirmwareComponents) -> u64 {
+    let updates = component_updates(hfc);
+    if updates.is_empty() {
+        return 0;
+    }
+    let read = hfc.status.as_ref().and_then(|s| s.last_updated.as_deref());
+    ask_hash(&(&updates, read))
+}
+
+fn ask_hash(value: &impl std::hash::Hash) -> u64 {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut h = DefaultHasher::new();
+    value.hash(&mut h);
+    // 0 is "asks nothing".
+    h.finish().max(1)
+}
+
+/// The objects among `events` whose ask (`ask`, 0 for nothing) changed, to wake the host named
+/// after each. Their own controllers write their status after each read of the BMC, and the
+/// host controller makes one for every registered host: waking the host for each write would
+/// be a reconcile of every host for nothing. An object first seen asking nothing wakes nobody;
+/// one that stops asking, or goes while asking, wakes its host.
+pub fn asks_changed<K>(
+    events: Events<K>,
+    ask: fn(&K) -> u64,
+) -> impl futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::watcher::Event;
+    // Only objects that ask something are remembered.
+    let mut asking: std::collections::HashMap<ObjectRef<K>, u64> = Default::default();
+    events.filter_map(move |event| {
+        let wake = match event {
+            Err(e) => Some(Err(e)),
+            Ok(Event::Apply(o) | Event::InitApply(o)) => {
+                let key = ObjectRef::from_obj(&o);
+                let now = ask(&o);
+                let before = if now == 0 {
+                    asking.remove(&key)
+                } else {
+                    asking.insert(key, now)
+                };
+                (before.unwrap_or(0) != now).then_some(Ok(o))
+            }
+            Ok(Event::Delete(o)) => asking.remove(&ObjectRef::from_obj(&o)).map(|_| Ok(o)),
+            Ok(Event::Init | Event::InitDone) => None,
+        };
+        futures::future::ready(wake)
+    })
 }
 
 /// The caches the host controller keeps of a host's firmware objects.
@@ -373,6 +439,48 @@ mod tests {
             ..Default::default()
         });
         h
+    }
+
+    #[test]
+    fn a_firmware_object_wakes_its_host_only_when_its_ask_changes() {
+        use futures::StreamExt;
+        use kube::runtime::watcher::Event;
+        let mut quiet = hfs("True", 2);
+        quiet.spec.settings.clear();
+        let asking = hfs("True", 2);
+        let mut read_again = asking.clone();
+        read_again.status.as_mut().unwrap().last_updated = Some("later".into());
+        let mut made = read_again.clone();
+        let read = &mut made.status.as_mut().unwrap().settings;
+        read.insert("Cores".into(), "16".into());
+        assert_eq!(settings_ask(&quiet), 0);
+        assert_eq!(settings_ask(&made), 0);
+        assert_ne!(settings_ask(&asking), 0);
+        let events = vec![
+            // Made by the host controller, asking nothing; then its controller's first read.
+            Ok(Event::Init),
+            Ok(Event::InitApply(quiet.clone())),
+            Ok(Event::InitDone),
+            Ok(Event::Apply(quiet.clone())),
+            // Validated changes: the host is woken, once.
+            Ok(Event::Apply(asking.clone())),
+            Ok(Event::Apply(asking.clone())),
+            // A new read to compare them with, then the read that shows them made.
+            Ok(Event::Apply(read_again.clone())),
+            Ok(Event::Apply(made.clone())),
+            // Deleted asking nothing; then asked again and deleted while asking.
+            Ok(Event::Delete(made.clone())),
+            Ok(Event::Apply(asking.clone())),
+            Ok(Event::Delete(asking.clone())),
+        ];
+        let woken: Vec<u64> = futures::executor::block_on(
+            asks_changed(futures::stream::iter(events).boxed(), settings_ask)
+                .map(|o| settings_ask(&o.unwrap()))
+                .collect(),
+        );
+        let (a, r) = (settings_ask(&asking), settings_ask(&read_again));
+        assert_ne!(a, r);
+        assert_eq!(woken, [a, r, 0, a, a]);
     }
 
     #[test]

@@ -187,9 +187,10 @@ async fn decide_until_a_call(
 
 /// Decides on with a call's outcome where the call ran, and writes what it decided there: a
 /// status, HardwareData, Events and the memo need no second reconcile (the next one is the
-/// host's next step, when the decision asks for it). Finalizer and annotation changes, a
-/// decision that waits for a change, a host paused or replaced meanwhile, are left to the next
-/// reconcile, on the host as the cache has it then.
+/// host's next step, when the decision asks for it; adding the finalizer wakes it by itself).
+/// Removing the finalizer, annotation changes, a decision that waits for a change, a host
+/// paused or replaced meanwhile, are left to the next reconcile, on the host as the cache has
+/// it then.
 async fn settle(
     ctx: &HostContext,
     object: ObjectRef<BareMetalHost>,
@@ -209,7 +210,7 @@ async fn settle(
     // A decision that waits for a change of the host goes through a reconcile, whose
     // `await_change` replaces the backstop requeue the call's reconcile left: settled here,
     // the backstop would come back to the host for nothing.
-    if chain.total.finalizer.is_some()
+    if chain.total.finalizer == Some(FinalizerChange::Remove)
         || !chain.total.remove_annotations.is_empty()
         || chain.total.requeue.is_none()
     {
@@ -219,7 +220,16 @@ async fn settle(
         Some(h) if h.metadata.uid == chain.uid && !h.annotations().contains_key(ann::PAUSED) => h,
         _ => return Settled::Apply(chain),
     };
-    let requeue = chain.total.requeue;
+    let mut requeue = chain.total.requeue;
+    if chain.total.finalizer == Some(FinalizerChange::Add) {
+        if has_finalizer(&host) {
+            chain.total.finalizer = None;
+        } else {
+            // The finalizer's write (the last of `apply`) is a change the host is watched for:
+            // its event is the wake-up, and a second one would be a second reconcile.
+            requeue = None;
+        }
+    }
     match apply(ctx, &host, key, chain.total).await {
         Ok(_) => {
             ctx.api_succeeded(key);
@@ -228,6 +238,10 @@ async fn settle(
         // The outcome is lost, as when a reconcile's writes fail: the host is decided afresh.
         Err(e) => Settled::Quiet(Some(api_backoff(&host, &e, ctx))),
     }
+}
+
+fn has_finalizer(host: &BareMetalHost) -> bool {
+    host.finalizers().iter().any(|f| f == ann::FINALIZER)
 }
 
 /// Looks again after this long should a finished call's wake-up be lost (it is not: this only
@@ -614,35 +628,6 @@ async fn apply(
     }
     // Before the metadata patch: removing the finalizer makes the host vanish.
     ctx.events.publish(host, &d.events).await;
-    let mut meta = serde_json::Map::new();
-    if !d.remove_annotations.is_empty() {
-        let removals: serde_json::Map<String, Value> = d
-            .remove_annotations
-            .iter()
-            .map(|k| (k.clone(), Value::Null))
-            .collect();
-        meta.insert("annotations".into(), Value::Object(removals));
-    }
-    if let Some(change) = d.finalizer {
-        let mut finalizers: Vec<String> = host.finalizers().to_vec();
-        match change {
-            FinalizerChange::Add => finalizers.push(ann::FINALIZER.to_string()),
-            FinalizerChange::Remove => finalizers.retain(|f| f != ann::FINALIZER),
-        }
-        meta.insert("finalizers".into(), json!(finalizers));
-    }
-    if !meta.is_empty() {
-        let patched = api
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "metadata": meta })),
-            )
-            .await;
-        if let Some(h) = ignore_not_found(patched)? {
-            ctx.wrote(key, h.meta().resource_version.as_deref());
-        }
-    }
     match d.memo {
         MemoChange::Keep => {}
         MemoChange::Set(m) => ctx.set_memo(key, Some(m)),
@@ -666,6 +651,40 @@ async fn apply(
         // Only the objects are missing: the next reconcile of the host tries again.
         if let Err(e) = ensure_firmware_objects(&ctx.client, host, state, &ctx.firmware).await {
             tracing::warn!(host = %name, error = %e, "creating the host's firmware objects failed");
+        }
+    }
+    // Last: a finalizer or annotation change wakes the host, which should find every other
+    // write of this decision done.
+    let mut meta = serde_json::Map::new();
+    if !d.remove_annotations.is_empty() {
+        let removals: serde_json::Map<String, Value> = d
+            .remove_annotations
+            .iter()
+            .map(|k| (k.clone(), Value::Null))
+            .collect();
+        meta.insert("annotations".into(), Value::Object(removals));
+    }
+    if let Some(change) = d.finalizer {
+        let mut finalizers: Vec<String> = host.finalizers().to_vec();
+        match change {
+            FinalizerChange::Add => finalizers.push(ann::FINALIZER.to_string()),
+            FinalizerChange::Remove => finalizers.retain(|f| f != ann::FINALIZER),
+        }
+        // A finalizer added meanwhile (a settled call applies to the host as it is now).
+        if (change == FinalizerChange::Add) != has_finalizer(host) {
+            meta.insert("finalizers".into(), json!(finalizers));
+        }
+    }
+    if !meta.is_empty() {
+        let patched = api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": meta })),
+            )
+            .await;
+        if let Some(h) = ignore_not_found(patched)? {
+            ctx.wrote(key, h.meta().resource_version.as_deref());
         }
     }
     Ok(match d.requeue {
