@@ -433,17 +433,11 @@ pub async fn run_hosts(
     // host's own inspection, most of all) would wake the host for nothing.
     let hosts = Controller::for_stream(trigger, reader)
         .watches_stream(
-            host::companions::asks_changed(
-                firmware_settings.events,
-                host::companions::settings_ask,
-            ),
+            shared_watch::ask_changed(firmware_settings.events, host::companions::settings_ask),
             host_bmc::named_after,
         )
         .watches_stream(
-            host::companions::asks_changed(
-                firmware_components.events,
-                host::companions::components_ask,
-            ),
+            shared_watch::ask_changed(firmware_components.events, host::companions::components_ask),
             host_bmc::named_after,
         )
         .watches_stream(

@@ -154,6 +154,35 @@ where
     K: Resource + Clone + Send + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send,
 {
+    changes(events, trigger, None)
+}
+
+/// The objects whose `ask` (0: nothing) changed: an object first seen asking nothing, or gone
+/// while asking nothing, is passed over. For objects made by the hundred that seldom ask
+/// anything of whoever watches them.
+pub fn ask_changed<K>(
+    events: Events<K>,
+    ask: fn(&K) -> u64,
+) -> BoxStream<'static, Result<K, watcher::Error>>
+where
+    K: Resource + Clone + Send + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send,
+{
+    changes(events, move |k| Some(ask(k)), Some(0))
+}
+
+/// The objects whose `trigger` changed from the last one passed (or from `quiet`, for an object
+/// not seen yet; only values other than `quiet` are remembered); `None` always passes. A
+/// deletion passes when nothing is quiet, or when the object was remembered.
+fn changes<K>(
+    events: Events<K>,
+    trigger: impl Fn(&K) -> Option<u64> + Send + 'static,
+    quiet: Option<u64>,
+) -> BoxStream<'static, Result<K, watcher::Error>>
+where
+    K: Resource + Clone + Send + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send,
+{
     let mut seen: std::collections::HashMap<reflector::ObjectRef<K>, u64> =
         std::collections::HashMap::new();
     events
@@ -162,17 +191,21 @@ where
                 Ok(watcher::Event::Apply(k) | watcher::Event::InitApply(k)) => {
                     let key = reflector::ObjectRef::from_obj(&k);
                     match trigger(&k) {
-                        Some(h) if seen.get(&key) == Some(&h) => None,
+                        Some(h) if seen.get(&key).copied().or(quiet) == Some(h) => None,
                         Some(h) => {
-                            seen.insert(key, h);
+                            if Some(h) == quiet {
+                                seen.remove(&key);
+                            } else {
+                                seen.insert(key, h);
+                            }
                             Some(Ok(k))
                         }
                         None => Some(Ok(k)),
                     }
                 }
                 Ok(watcher::Event::Delete(k)) => {
-                    seen.remove(&reflector::ObjectRef::from_obj(&k));
-                    Some(Ok(k))
+                    let remembered = seen.remove(&reflector::ObjectRef::from_obj(&k));
+                    (quiet.is_none() || remembered.is_some()).then_some(Ok(k))
                 }
                 Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
                 Err(e) => Some(Err(e)),

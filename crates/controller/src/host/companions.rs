@@ -15,7 +15,6 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use crate::error::ignore_not_found;
-use crate::shared_watch::Events;
 
 use super::decide::{DataImageResult, DataImageWork, FirmwareWork};
 
@@ -72,6 +71,8 @@ pub fn settings_changes(hfs: &HostFirmwareSettings) -> FirmwareChanges {
 
 /// What a HostFirmwareSettings asks of its host, as a hash (0: nothing): the changes to make,
 /// and the BMC read they were compared with (a read after the changes were made ends them).
+/// Only a change of it wakes the host (`shared_watch::ask_changed`): the object's controller
+/// writes its status after each read of the BMC, and one is made for every registered host.
 pub fn settings_ask(hfs: &HostFirmwareSettings) -> u64 {
     let changes = settings_changes(hfs);
     if changes.is_empty() {
@@ -97,42 +98,6 @@ fn ask_hash(value: &impl std::hash::Hash) -> u64 {
     value.hash(&mut h);
     // 0 is "asks nothing".
     h.finish().max(1)
-}
-
-/// The objects among `events` whose ask (`ask`, 0 for nothing) changed, to wake the host named
-/// after each. Their own controllers write their status after each read of the BMC, and the
-/// host controller makes one for every registered host: waking the host for each write would
-/// be a reconcile of every host for nothing. An object first seen asking nothing wakes nobody;
-/// one that stops asking, or goes while asking, wakes its host.
-pub fn asks_changed<K>(
-    events: Events<K>,
-    ask: fn(&K) -> u64,
-) -> impl futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static
-where
-    K: Resource<DynamicType = ()> + Clone + Send + 'static,
-{
-    use futures::StreamExt;
-    use kube::runtime::watcher::Event;
-    // Only objects that ask something are remembered.
-    let mut asking: std::collections::HashMap<ObjectRef<K>, u64> = Default::default();
-    events.filter_map(move |event| {
-        let wake = match event {
-            Err(e) => Some(Err(e)),
-            Ok(Event::Apply(o) | Event::InitApply(o)) => {
-                let key = ObjectRef::from_obj(&o);
-                let now = ask(&o);
-                let before = if now == 0 {
-                    asking.remove(&key)
-                } else {
-                    asking.insert(key, now)
-                };
-                (before.unwrap_or(0) != now).then_some(Ok(o))
-            }
-            Ok(Event::Delete(o)) => asking.remove(&ObjectRef::from_obj(&o)).map(|_| Ok(o)),
-            Ok(Event::Init | Event::InitDone) => None,
-        };
-        futures::future::ready(wake)
-    })
 }
 
 /// The caches the host controller keeps of a host's firmware objects.
@@ -474,7 +439,7 @@ mod tests {
             Ok(Event::Delete(asking.clone())),
         ];
         let woken: Vec<u64> = futures::executor::block_on(
-            asks_changed(futures::stream::iter(events).boxed(), settings_ask)
+            crate::shared_watch::ask_changed(futures::stream::iter(events).boxed(), settings_ask)
                 .map(|o| settings_ask(&o.unwrap()))
                 .collect(),
         );
