@@ -96,7 +96,13 @@ pub(super) fn compare(
 ) {
     match (old, new) {
         (Value::Object(a), Value::Object(b)) => {
+            // The object's own field bookkeeping is no field of it (and not copied to be left
+            // out: it is the largest part of many objects).
+            let skip = |k: &str| path == "metadata" && k == "managedFields";
             for (k, av) in a {
+                if skip(k) {
+                    continue;
+                }
                 at.push(format!("f:{k}"));
                 let cpath = child_path(path, k);
                 match b.get(k) {
@@ -106,7 +112,7 @@ pub(super) fn compare(
                 at.pop();
             }
             for (k, bv) in b {
-                if !a.contains_key(k) {
+                if !a.contains_key(k) && !skip(k) {
                     at.push(format!("f:{k}"));
                     insert_at(&mut c.added, at, whole_set(bv, &child_path(path, k), strat));
                     at.pop();

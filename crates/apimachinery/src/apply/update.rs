@@ -5,9 +5,7 @@ use serde_json::{Value, json};
 
 use super::compare::{Comparison, compare, strip_server_fields};
 use super::lists::{Strategy, default_strategy};
-use super::managed_fields::{
-    Entry, managed_fields_of, parse_entries, without_managed_fields, write_entries,
-};
+use super::managed_fields::{Entry, managed_fields_of, parse_entries, write_entries};
 use crate::patch::ListStrategy;
 
 /// Records a non-apply write (create, update, patch) of `new` over `old` as
@@ -47,17 +45,17 @@ pub fn record_update_with(
     let strat = |p: &str| list_strategy(p).or_else(|| default_strategy(p));
     let strat: Strategy = &strat;
     let subresource = subresource.unwrap_or("");
-    let old_obj = old.map(without_managed_fields).unwrap_or_else(|| json!({}));
+    let nothing = json!({});
+    let old_obj = old.unwrap_or(&nothing);
     let old_mf = old.and_then(managed_fields_of);
     let mut entries = match managed_fields_of(new) {
         None | Some(Value::Null) => parse_entries(old_mf),
         Some(sent) if Some(sent) == old_mf => parse_entries(old_mf),
         Some(sent) => parse_entries(Some(sent)),
     };
-    let new_obj = without_managed_fields(new);
-
+    // Compared in place: `compare` passes over the managedFields themselves.
     let mut cmp = Comparison::default();
-    compare(&old_obj, &new_obj, "", strat, &mut cmp, &mut Vec::new());
+    compare(old_obj, new, "", strat, &mut cmp, &mut Vec::new());
     let changed = strip_server_fields(cmp.added.union(&cmp.modified));
     let removed = strip_server_fields(std::mem::take(&mut cmp.removed));
     for e in &mut entries {
@@ -82,6 +80,8 @@ pub fn record_update_with(
             }),
         }
     }
-    *new = new_obj;
+    if let Some(Value::Object(m)) = new.get_mut("metadata") {
+        m.remove("managedFields");
+    }
     write_entries(new, entries);
 }

@@ -120,29 +120,38 @@ fn has_generation(res: &Resource) -> bool {
     !res.builtin || res.is_crd()
 }
 
-/// The part of an object whose change bumps `generation`.
-fn spec_part(res: &Resource, obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(o) = v.as_object_mut() {
-        o.remove("metadata");
-        if res.status_subresource {
-            o.remove("status");
-        }
-    }
-    v
+/// Whether `a` and `b` differ in the part of an object whose change bumps `generation`.
+fn spec_changed(res: &Resource, a: &Value, b: &Value) -> bool {
+    !equal_except(a, b, |k| {
+        k == "metadata" || (res.status_subresource && k == "status")
+    })
 }
 
-/// Equality ignoring bookkeeping that alone must not cause a write.
+/// Equality ignoring bookkeeping that alone must not cause a write. Compared in place: these
+/// run on every update, and copies of both objects cost more than the comparison.
 fn same_object(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
-            m.remove("managedFields");
+    equal_except(a, b, |k| k == "metadata")
+        && match (a.get("metadata"), b.get("metadata")) {
+            (Some(ma), Some(mb)) => {
+                equal_except(ma, mb, |k| k == "resourceVersion" || k == "managedFields")
+            }
+            (ma, mb) => ma == mb,
         }
-        v
-    };
-    strip(a) == strip(b)
+}
+
+/// Equality of two values, leaving out the top-level keys `skip` names when both are objects
+/// (serde_json's maps iterate in key order, so the rest compare pairwise).
+fn equal_except(a: &Value, b: &Value, skip: impl Fn(&str) -> bool) -> bool {
+    match (a, b) {
+        (Value::Object(ma), Value::Object(mb)) => {
+            let (ka, kb) = (
+                ma.iter().filter(|(k, _)| !skip(k)),
+                mb.iter().filter(|(k, _)| !skip(k)),
+            );
+            ka.eq(kb)
+        }
+        _ => a == b,
+    }
 }
 
 fn finalizers(obj: &Value) -> usize {
@@ -164,18 +173,10 @@ fn record_update(
     let av = res.api_version();
     let manager = opts.manager.clone();
     let sub = opts.subresource.clone();
-    let old = old.cloned();
     // A panic in field bookkeeping must not take down a write.
     let mut candidate = new.clone();
     let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        apply::record_update(
-            old.as_ref(),
-            &mut candidate,
-            &manager,
-            now,
-            &av,
-            sub.as_deref(),
-        );
+        apply::record_update(old, &mut candidate, &manager, now, &av, sub.as_deref());
     }))
     .is_ok();
     if ok {
@@ -439,24 +440,20 @@ impl Core {
                 self.run_validators(res, &new, Some(&old_value))?;
             }
         }
-        if has_generation(res) && spec_part(res, &new) != spec_part(res, &old_value) {
+        if has_generation(res) && spec_changed(res, &new, &old_value) {
             let g = old_value
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
             meta_mut(&mut new).insert("generation".into(), json!(g + 1));
         }
-        let mut old_cmp = old_value.clone();
-        if let Some(m) = old_cmp.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
-        }
-        if same_object(&new, &old_cmp) && !applied {
+        if same_object(&new, &old_value) && !applied {
             return Ok((Vec::new(), Reply::Current(old.clone())));
         }
         if !applied {
             record_update(res, Some(&old_value), &mut new, opts, &meta::now());
         }
-        if same_object(&new, &old_cmp)
+        if same_object(&new, &old_value)
             && new.pointer("/metadata/managedFields")
                 == old_value.pointer("/metadata/managedFields")
         {
