@@ -86,8 +86,8 @@ fn owner_uids(v: &Value) -> impl Iterator<Item = &str> {
 
 fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
     core.store.read(|s| {
-        // Only the few objects with owners or being deleted are parsed; the rest are checked
-        // through the fields the store keeps unpacked.
+        // Only objects with owners or being deleted are parsed; the rest are checked through
+        // the fields the store keeps unpacked.
         let uids: HashSet<&str> = s.all().map(|(_, o)| &*o.uid).collect();
         let deleting: Vec<(&str, &Arc<Stored>, Value)> = s
             .all()
@@ -104,23 +104,6 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
             })
             .map(|(_, o, _)| &*o.uid)
             .collect();
-        let owned: Vec<(&str, Value)> = s
-            .all()
-            .filter(|(_, o)| o.has_owners && !o.deleting)
-            .map(|(r, o)| (r, o.meta()))
-            .collect();
-        let owners_with_dependents: HashSet<String> = owned
-            .iter()
-            .map(|(_, m)| m)
-            .chain(
-                deleting
-                    .iter()
-                    .filter(|(_, o, _)| o.has_owners)
-                    .map(|(_, _, m)| m),
-            )
-            .flat_map(owner_uids)
-            .map(str::to_string)
-            .collect();
         let terminating = |key: &str| -> HashSet<String> {
             deleting
                 .iter()
@@ -131,6 +114,56 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
         let terminating_ns = terminating(registry::NAMESPACE_KEY);
         let terminating_crds = terminating(registry::CRD_KEY);
         let mut out = Vec::new();
+        // Objects in terminating namespaces or of terminating CRDs.
+        let contained = |resource: &str, v: &Value| {
+            let ns = str_at(v, "/metadata/namespace").unwrap_or_default();
+            terminating_ns.contains(ns) || terminating_crds.contains(resource)
+        };
+        let any_terminating = !terminating_ns.is_empty() || !terminating_crds.is_empty();
+        if any_terminating {
+            for (resource, o) in s.all().filter(|(_, o)| !o.deleting && !o.has_owners) {
+                let v = o.meta();
+                if contained(resource, &v) && snap.by_key(resource).is_some() {
+                    out.push((key_of(resource, &v), Action::Delete));
+                }
+            }
+        }
+        // The owned objects (a host's HardwareData and firmware objects: thousands) are
+        // parsed one at a time and dropped, not held together: a sweep every 30 s would
+        // otherwise hold every owned object's metadata at once.
+        let mut owners_with_dependents: HashSet<String> = HashSet::new();
+        let mut note_owners = |v: &Value| {
+            // Only owners deleted in the foreground ask whether they still have dependents.
+            for uid in owner_uids(v).filter(|u| foreground.contains(u)) {
+                owners_with_dependents.insert(uid.to_string());
+            }
+        };
+        for (resource, o) in s.all().filter(|(_, o)| o.has_owners && !o.deleting) {
+            let v = o.meta();
+            note_owners(&v);
+            let orphaned = v
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|refs| {
+                    // Owners of kinds this server does not serve cannot be checked; like
+                    // kube-apiserver's collector, leave their dependents alone.
+                    !refs.is_empty()
+                        && refs.iter().all(|r| {
+                            served(snap, r)
+                                && r.get("uid")
+                                    .and_then(Value::as_str)
+                                    .is_none_or(|u| !uids.contains(u) || foreground.contains(u))
+                        })
+                });
+            if (orphaned || contained(resource, &v)) && snap.by_key(resource).is_some() {
+                out.push((key_of(resource, &v), Action::Delete));
+            }
+        }
+        for (_, o, v) in &deleting {
+            if o.has_owners {
+                note_owners(v);
+            }
+        }
         for (resource, o, v) in &deleting {
             // Already being deleted; waiting for its finalizers. Terminating namespaces
             // and CRDs are retried so they go once empty.
@@ -149,39 +182,6 @@ fn collect(core: &Core, snap: &Snapshot) -> Vec<(Key, Action)> {
                     })
                     .unwrap_or_default();
                 out.push((key_of(resource, v), Action::Release(rest)));
-            }
-        }
-        // Objects in terminating namespaces or of terminating CRDs.
-        let contained = |resource: &str, v: &Value| {
-            let ns = str_at(v, "/metadata/namespace").unwrap_or_default();
-            terminating_ns.contains(ns) || terminating_crds.contains(resource)
-        };
-        let any_terminating = !terminating_ns.is_empty() || !terminating_crds.is_empty();
-        if any_terminating {
-            for (resource, o) in s.all().filter(|(_, o)| !o.deleting && !o.has_owners) {
-                let v = o.meta();
-                if contained(resource, &v) && snap.by_key(resource).is_some() {
-                    out.push((key_of(resource, &v), Action::Delete));
-                }
-            }
-        }
-        for (resource, v) in &owned {
-            let orphaned = v
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .is_some_and(|refs| {
-                    // Owners of kinds this server does not serve cannot be checked; like
-                    // kube-apiserver's collector, leave their dependents alone.
-                    !refs.is_empty()
-                        && refs.iter().all(|r| {
-                            served(snap, r)
-                                && r.get("uid")
-                                    .and_then(Value::as_str)
-                                    .is_none_or(|u| !uids.contains(u) || foreground.contains(u))
-                        })
-                });
-            if (orphaned || contained(resource, v)) && snap.by_key(resource).is_some() {
-                out.push((key_of(resource, v), Action::Delete));
             }
         }
         // Contents first, containers last.
