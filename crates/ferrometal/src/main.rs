@@ -25,6 +25,9 @@ use clap::{Parser, Subcommand};
 /// The API server and controllers allocate and free many short-lived JSON values on every
 /// request and watch event; glibc's allocator spent about 40% of serve's CPU on them in a
 /// profile of `ferrometal move` (bench/RESULTS.md). mimalloc does the same work for less.
+/// The `system-allocator` feature leaves it out, for heap profilers that hook malloc
+/// (heaptrack; bench/RESULTS.md).
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
