@@ -8,6 +8,7 @@
 //! ```
 
 mod apiserver;
+mod cel;
 mod common;
 mod console;
 mod crash;
@@ -131,6 +132,12 @@ enum Scenario {
         rbac_user: bool,
         #[arg(long, default_value_t = 500)]
         bindings: usize,
+    },
+    /// The CRD schema's validation (OpenAPI and CEL rules) alone, in process: microseconds per
+    /// validation of a host's status write, spec edit and create, and a BMCJob's status write.
+    Cel {
+        #[arg(long, default_value_t = 20000)]
+        iterations: usize,
     },
     /// N hosts on the emulator, then one three-task BMCJob per host at once: wall time, BMC
     /// requests per job, job latency.
@@ -319,6 +326,7 @@ async fn main() -> std::process::ExitCode {
             })
             .await
         }
+        Scenario::Cel { iterations } => cel::run(cel::Opts { iterations }),
         Scenario::Jobs { fleet } => {
             jobs::run(jobs::Opts {
                 hosts: fleet.hosts.max(1),
