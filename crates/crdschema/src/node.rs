@@ -100,6 +100,8 @@ pub(crate) struct Node {
     pub list_type: Option<ListType>,
     pub list_map_keys: Vec<String>,
     pub rules: Vec<Rule>,
+    /// What this node's rules read of its value (see `rules::rule_reads`).
+    pub rule_reads: crate::rules::Reads,
     /// Whether any node below this one has CEL rules, so that validation
     /// can skip rule-free subtrees without searching them each time.
     pub rules_below: bool,

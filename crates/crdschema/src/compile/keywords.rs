@@ -495,4 +495,5 @@ fn compile_rules(
             ),
         }
     }
+    n.rule_reads = rules::rule_reads(&n.rules);
 }

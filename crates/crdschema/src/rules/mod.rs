@@ -3,12 +3,13 @@
 
 // In groups, bottom up; each group imports only from the groups above it:
 // the CEL environment, the Kubernetes library and the context offering it,
-// the schema checks of rule fields, converting values and running one
-// expression; parsing, which renames calls into the library; compiling a
+// the schema checks of rule fields, the fields rules read, converting values
+// and running one expression; parsing, which renames calls into the library; compiling a
 // rule, and the walk that evaluates a schema's rules.
 mod env;
 mod field_check;
 mod k8s;
+mod reads;
 mod run;
 mod to_cel;
 
@@ -19,4 +20,5 @@ mod walker;
 
 pub(crate) use compile::{RuleAt, compile_rule};
 pub(crate) use env::env;
+pub(crate) use reads::{Reads, rule_reads};
 pub(crate) use walker::validate_root;

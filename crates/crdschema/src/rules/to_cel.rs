@@ -7,6 +7,7 @@ use std::sync::Arc;
 use cel::objects::{Key, Map};
 use serde_json::Value;
 
+use super::reads::Reads;
 use crate::formats;
 use crate::node::{Node, Type};
 
@@ -55,16 +56,44 @@ pub(super) fn to_cel(v: &Value, n: Option<&Node>, depth: usize, root: bool) -> c
         Value::Object(obj) => {
             let mut map = HashMap::with_capacity(obj.len());
             for (k, val) in obj {
-                let child = n.and_then(|n| n.child(k));
                 let converted = if root && k == "metadata" {
                     root_metadata(val)
                 } else {
-                    to_cel(val, child, depth + 1, false)
+                    to_cel(val, n.and_then(|n| n.child(k)), depth + 1, false)
                 };
                 map.insert(Key::String(Arc::new(k.clone())), converted);
             }
             cel::Value::Map(Map { map: Arc::new(map) })
         }
+    }
+}
+
+/// A rule-bearing node's value as its rules read it: of objects, only the
+/// fields read; a field only tested for (`has()`) and holding an object or
+/// a list stands as `null`.
+pub(super) fn node_value(v: &Value, n: &Node, root: bool, reads: &Reads) -> cel::Value {
+    read_value(v, Some(n), 0, root, reads)
+}
+
+fn read_value(v: &Value, n: Option<&Node>, depth: usize, root: bool, reads: &Reads) -> cel::Value {
+    match (v, reads) {
+        (Value::Object(_) | Value::Array(_), Reads::Presence) => cel::Value::Null,
+        (Value::Object(obj), Reads::Fields(fields)) if depth <= MAX_DEPTH => {
+            let mut map = HashMap::with_capacity(fields.len());
+            for (k, read) in fields {
+                let Some((k, val)) = obj.get_key_value(k.as_str()) else {
+                    continue;
+                };
+                let converted = if root && k == "metadata" {
+                    root_metadata(val)
+                } else {
+                    read_value(val, n.and_then(|n| n.child(k)), depth + 1, false, read)
+                };
+                map.insert(Key::String(Arc::new(k.clone())), converted);
+            }
+            cel::Value::Map(Map { map: Arc::new(map) })
+        }
+        _ => to_cel(v, n, depth, root),
     }
 }
 

@@ -10,8 +10,8 @@ use cel::{Context, Env};
 use serde_json::Value;
 
 use super::k8s::{lock, root_context};
-use super::run::run;
-use super::to_cel::{MAX_DEPTH, to_cel};
+use super::run::Scopes;
+use super::to_cel::MAX_DEPTH;
 use crate::cost::{self, Sizes, Stats};
 use crate::error::{FieldError, Reason};
 use crate::limits::{PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET};
@@ -31,29 +31,34 @@ pub(crate) fn validate_root(
     if !n.has_rules() {
         return Vec::new();
     }
-    let values: Vec<&Value> = std::iter::once(obj).chain(old).collect();
     let meter = Arc::new(Mutex::new(Meter::new(Arc::clone(literals))));
+    let ctx = root_context(env, &meter);
     let mut walker = Walker {
-        ctx: root_context(env, &meter),
         meter,
         literals,
-        stats: Stats::collect(n, &values),
+        root: n,
+        obj,
+        old,
+        stats: None,
         costs: HashMap::new(),
         remaining: RUNTIME_CEL_COST_BUDGET,
         stopped: false,
         errs: Vec::new(),
     };
-    walker.walk(n, obj, old, &Path::default(), 0);
+    walker.walk(&ctx, n, obj, old, &Path::default(), 0);
     walker.errs
 }
 
 /// One validation's walk over the object, with its cost budget.
 struct Walker<'a> {
-    ctx: Context<'static, 'static>,
     meter: Arc<Mutex<Meter>>,
     literals: &'a Table,
-    /// The largest values the object holds at each node, for estimates.
-    stats: Stats,
+    root: &'a Node,
+    obj: &'a Value,
+    old: Option<&'a Value>,
+    /// The largest values the object holds at each node, for estimates;
+    /// gathered when the first rule runs (on most updates none does).
+    stats: Option<Stats>,
     /// Estimated costs of each rule (and its message expression) for this
     /// object, by the rule's address.
     costs: HashMap<usize, (u64, u64)>,
@@ -72,7 +77,15 @@ enum OverBudget {
     Object,
 }
 impl Walker<'_> {
-    fn walk(&mut self, n: &Node, v: &Value, old: Option<&Value>, path: &Path, depth: usize) {
+    fn walk(
+        &mut self,
+        ctx: &Context<'static, 'static>,
+        n: &Node,
+        v: &Value,
+        old: Option<&Value>,
+        path: &Path,
+        depth: usize,
+    ) {
         // Values of the wrong type were reported by OpenAPI validation
         // already; rules written for the declared type would only add noise.
         if self.stopped || depth > MAX_DEPTH || !type_matches(n, v) || v.is_null() {
@@ -80,10 +93,8 @@ impl Walker<'_> {
         }
         if !n.rules.is_empty() {
             let root = depth == 0;
-            let self_val = to_cel(v, Some(n), 0, root);
-            let old_val = old
-                .filter(|o| type_matches(n, o) && !o.is_null())
-                .map(|o| to_cel(o, Some(n), 0, root));
+            let old_val = old.filter(|o| type_matches(n, o) && !o.is_null());
+            let mut scopes = Scopes::new(ctx, n, v, old_val, root);
             // Ratcheting: a value left as it was is not held to rules added
             // or tightened since; transition rules still run, they compare.
             let unchanged = old.is_some_and(|o| json_eq(o, v));
@@ -94,7 +105,7 @@ impl Walker<'_> {
                 if unchanged && !rule.transition {
                     continue;
                 }
-                self.eval_rule(n, rule, root, &self_val, old_val.as_ref(), path);
+                self.eval_rule(n, rule, root, &mut scopes, path);
             }
         }
         if !n.rules_below {
@@ -105,9 +116,9 @@ impl Walker<'_> {
                 for (name, val) in obj {
                     let old_child = old.and_then(|o| o.get(name));
                     if let Some(child) = n.properties.get(name) {
-                        self.walk(child, val, old_child, &path.field(name), depth + 1);
+                        self.walk(ctx, child, val, old_child, &path.field(name), depth + 1);
                     } else if let Additional::Schema(a) = &n.additional {
-                        self.walk(a, val, old_child, &path.key(name), depth + 1);
+                        self.walk(ctx, a, val, old_child, &path.key(name), depth + 1);
                     }
                 }
             }
@@ -116,7 +127,7 @@ impl Walker<'_> {
                 let old_items = old.and_then(Value::as_array);
                 for (i, val) in items.iter().enumerate() {
                     let old_item = old_items.and_then(|olds| correlate(n, val, olds));
-                    self.walk(item, val, old_item, &path.index(i), depth + 1);
+                    self.walk(ctx, item, val, old_item, &path.index(i), depth + 1);
                 }
             }
             _ => {}
@@ -130,7 +141,12 @@ impl Walker<'_> {
         if let Some(c) = self.costs.get(&key) {
             return *c;
         }
-        let sizes = Sizes::Runtime(&self.stats);
+        let (top, obj, old) = (self.root, self.obj, self.old);
+        let stats = self.stats.get_or_insert_with(|| {
+            let values: Vec<&Value> = std::iter::once(obj).chain(old).collect();
+            Stats::collect(top, &values)
+        });
+        let sizes = Sizes::Runtime(stats);
         let rule_cost = cost::estimate(&sizes, self.literals, &rule.expr, n, root);
         let message_cost = rule.message_expression.as_ref().map_or(0, |(_, m)| {
             cost::estimate(&sizes, self.literals, m, n, root)
@@ -145,8 +161,7 @@ impl Walker<'_> {
         &mut self,
         estimate: u64,
         program: &IdedExpr,
-        self_val: &cel::Value,
-        old_val: Option<&cel::Value>,
+        scopes: &mut Scopes<'_, '_>,
         rule: &Rule,
     ) -> Result<Result<cel::Value, String>, OverBudget> {
         if estimate > PER_CALL_LIMIT {
@@ -163,7 +178,7 @@ impl Walker<'_> {
             OverBudget::Object
         };
         lock(&self.meter).begin(per_call.min(self.remaining));
-        let result = run(&self.ctx, program, self_val, old_val, rule);
+        let result = scopes.run(program, rule);
         let (spent, exceeded) = lock(&self.meter).end();
         self.remaining = self.remaining.saturating_sub(spent);
         if exceeded {
@@ -186,16 +201,15 @@ impl Walker<'_> {
         n: &Node,
         rule: &Rule,
         root: bool,
-        self_val: &cel::Value,
-        old_val: Option<&cel::Value>,
+        scopes: &mut Scopes<'_, '_>,
         path: &Path,
     ) {
-        if rule.transition && old_val.is_none() && !rule.optional_old_self {
+        if rule.transition && !scopes.has_old() && !rule.optional_old_self {
             return;
         }
         let type_name = node_type_name(n);
         let (rule_cost, message_cost) = self.cost_of(n, rule, root);
-        let result = match self.metered(rule_cost, &rule.expr, self_val, old_val, rule) {
+        let result = match self.metered(rule_cost, &rule.expr, scopes, rule) {
             Ok(result) => result,
             Err(OverBudget::Call) => {
                 return self.over_budget(
@@ -224,7 +238,7 @@ impl Walker<'_> {
                 }
                 let mut detail = None;
                 if let Some((src, m)) = &rule.message_expression {
-                    match self.metered(message_cost, m, self_val, old_val, rule) {
+                    match self.metered(message_cost, m, scopes, rule) {
                         Ok(Ok(cel::Value::String(s))) if !s.trim().is_empty() => {
                             detail = Some(s.to_string());
                         }

@@ -127,19 +127,27 @@ fn cel_transition_rules_in_map_lists_correlate_by_key() {
 fn rule_schema(rules: Value) -> Schema {
     // `items` is bounded: kube-apiserver (and so Schema::compile) refuses
     // `map` or `min` over a list as long as a request allows.
+    spec_schema(
+        rules,
+        json!({
+            "replicas": {"type": "integer"},
+            "minReplicas": {"type": "integer"},
+            "ratio": {"type": "number"},
+            "name": {"type": "string"},
+            "items": {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 64}},
+            "selector": {"type": "object", "additionalProperties": {"type": "string"}}
+        }),
+    )
+}
+
+/// An object whose `spec` has `properties` and the `rules`.
+fn spec_schema(rules: Value, properties: Value) -> Schema {
     Schema::compile(&json!({
         "type": "object",
         "properties": {"spec": {
             "type": "object",
             "x-kubernetes-validations": rules,
-            "properties": {
-                "replicas": {"type": "integer"},
-                "minReplicas": {"type": "integer"},
-                "ratio": {"type": "number"},
-                "name": {"type": "string"},
-                "items": {"type": "array", "maxItems": 100, "items": {"type": "string", "maxLength": 64}},
-                "selector": {"type": "object", "additionalProperties": {"type": "string"}}
-            }
+            "properties": properties
         }}
     }))
     .unwrap_or_else(|e| panic!("{e:#?}"))
@@ -507,4 +515,66 @@ fn rules_selecting_undeclared_fields_are_rejected() {
         errs[0].message,
         "Invalid value: \"self.replcias > 0\": compilation failed: undefined field 'replcias'"
     );
+}
+
+/// Rules see only what they read of a value (`rules::rule_reads`); what
+/// they see of it, and so every outcome and error, must be what they would
+/// see of the whole value. Each rule runs alone and beside `self == self`,
+/// which reads the value whole.
+#[test]
+fn rules_reading_parts_of_a_value_see_what_the_whole_value_shows() {
+    let schema = |rules: Value| {
+        spec_schema(
+            rules,
+            json!({
+                "name": {"type": "string", "maxLength": 64},
+                "nested": {"type": "object", "properties": {
+                    "inner": {"type": "object", "properties": {"x": {"type": "integer"}}},
+                    "list": {"type": "array", "maxItems": 10, "items": {"type": "integer"}},
+                    "label": {"type": "string", "maxLength": 64}
+                }},
+                "other": {"type": "object", "properties": {"y": {"type": "string", "maxLength": 64}}}
+            }),
+        )
+    };
+    let rules = [
+        "has(self.nested.inner)",
+        "!has(self.nested.inner)",
+        "has(self.nested.inner) && self.nested.inner.x == 1",
+        "self.nested.inner.x == 2",
+        "self.nested.list[0] == 1",
+        "size(self.nested.list) == 2",
+        "self.nested.label == 'a'",
+        "self.other.y == 'z'",
+        "has(self.other)",
+        "self.nested.inner == {'x': 1}",
+        "self.name.size() > 0",
+        "has(self.nested) && self.nested.list.all(i, i > 0)",
+        "self.nested.inner.x > 'a'",
+        "oldSelf.nested.inner.x == self.nested.inner.x",
+        "!has(oldSelf.other) || has(self.other)",
+        "has(oldSelf.nested.inner) == has(self.nested.inner)",
+    ];
+    let objects = [
+        json!({"name": "n", "nested": {"inner": {"x": 1}, "list": [1, 2]}, "other": {"y": "z"}}),
+        json!({"name": "n", "nested": {"list": [0]}}),
+        json!({"name": "", "nested": {"inner": {"x": 2}, "label": "a"}}),
+    ];
+    let mut outcomes = std::collections::BTreeSet::new();
+    for rule in rules {
+        let alone = schema(json!([{"rule": rule}]));
+        let beside_whole = schema(json!([{"rule": rule}, {"rule": "self == self"}]));
+        for new in &objects {
+            for old in std::iter::once(None).chain(objects.iter().map(Some)) {
+                let obj = json!({"spec": new});
+                let old = old.map(|o| json!({"spec": o}));
+                let got = alone.validate(&obj, old.as_ref());
+                let want = beside_whole.validate(&obj, old.as_ref());
+                assert_eq!(got, want, "{rule} on {new} (old {old:?})");
+                outcomes.insert(got.first().map(|e| e.message.contains("failed rule")));
+            }
+        }
+    }
+    // The table reaches passes, failures and evaluation errors.
+    assert_eq!(outcomes.len(), 3, "{outcomes:?}");
 }
