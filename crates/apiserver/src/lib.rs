@@ -60,6 +60,13 @@ mod yaml;
 
 pub use server::{ApiServer, EventLimits, ServerConfig, ServerError};
 
+/// The stack the threads that serve requests should have: schema validation
+/// (on every write of a custom resource) and YAML bodies need deep stacks
+/// and switch to a mapped one per call on threads that lack the room
+/// ([`ferrometal_crdschema::STACK_BYTES`]); with it they run in place. Only
+/// the pages used are committed.
+pub const THREAD_STACK_BYTES: usize = ferrometal_crdschema::STACK_BYTES + (16 << 20);
+
 /// Entry points for the fuzz targets in `fuzz/`; not an API.
 #[doc(hidden)]
 pub mod fuzzing {

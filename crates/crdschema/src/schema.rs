@@ -157,9 +157,15 @@ impl Schema {
 /// once per level of the expression, with large frames in debug builds, so
 /// even rules within the nesting limit could exhaust a default 2 MiB thread
 /// stack; a stack overflow aborts the process, which no input may cause.
-const CEL_STACK_BYTES: usize = 256 << 20;
+///
+/// A thread with this much stack left runs compilation and validation on
+/// its own stack; any other maps one of this size for the call and unmaps
+/// it after, which costs more than validating a small object (the unmap
+/// flushes the TLB of every core the process runs on). A server that
+/// validates on every write gives its threads this much more than they use.
+pub const STACK_BYTES: usize = 256 << 20;
 
-/// Runs `f` on a [`CEL_STACK_BYTES`] stack (only the pages used are
+/// Runs `f` on a [`STACK_BYTES`] stack (only the pages used are
 /// committed), switched to on the calling thread, unless that much remains
 /// on the current one. `None` if `f` panicked, which the CEL calls inside
 /// guard against already.
@@ -169,7 +175,7 @@ const CEL_STACK_BYTES: usize = 256 << 20;
 /// validating a small schema, and waited on the scheduler on a busy machine.
 fn on_big_stack<T>(f: impl FnOnce() -> T) -> Option<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        stacker::maybe_grow(CEL_STACK_BYTES, CEL_STACK_BYTES, f)
+        stacker::maybe_grow(STACK_BYTES, STACK_BYTES, f)
     }))
     .ok()
 }

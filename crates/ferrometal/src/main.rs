@@ -90,8 +90,23 @@ fn init_tracing(filter: &str, format: &str) {
     }
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    // As `#[tokio::main]`, with threads deep enough for the API server's
+    // validation to run without a stack switch per write.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(ferrometal_apiserver::THREAD_STACK_BYTES)
+        .build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(run()),
+        Err(err) => {
+            eprintln!("error: starting the async runtime: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.log, &cli.log_format);
     let result = match cli.command {
