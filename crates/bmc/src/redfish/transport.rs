@@ -15,6 +15,10 @@ pub(super) const SERVICE_ROOT: &str = "/redfish/v1";
 /// Largest answer body read from a BMC; a `$expand`ed system of a big server is well under 1 MiB.
 const MAX_BODY: usize = 8 << 20;
 
+/// Idle connections kept per BMC endpoint. A server's own BMC keeps one or two (the per-BMC
+/// gate bounds its calls); this bounds what an endpoint of many systems keeps.
+const IDLE_CONNECTIONS_PER_ENDPOINT: usize = 32;
+
 fn shared_client(verify: bool) -> Result<reqwest::Client, BmcError> {
     static VERIFYING: OnceLock<reqwest::Client> = OnceLock::new();
     static NON_VERIFYING: OnceLock<reqwest::Client> = OnceLock::new();
@@ -24,7 +28,10 @@ fn shared_client(verify: bool) -> Result<reqwest::Client, BmcError> {
     }
     let client = reqwest::Client::builder()
         .danger_accept_invalid_certs(!verify)
-        .pool_max_idle_per_host(2)
+        // Per endpoint, and an endpoint may serve many systems (a chassis manager, an
+        // aggregator, sushy-tools in front of VMs), each with its own calls in flight: with
+        // fewer idle connections kept than calls, every call past them connects anew.
+        .pool_max_idle_per_host(IDLE_CONNECTIONS_PER_ENDPOINT)
         .pool_idle_timeout(std::time::Duration::from_secs(60))
         // A redirect could send the next request (and its credentials) to another host:
         // never followed, reported instead.
