@@ -36,12 +36,13 @@ fn job_trigger(job: &BMCJob) -> Option<u64> {
 }
 
 /// The jobs of a host, to wake them when it changes (becomes ready, is paused, is deleted).
+/// Runs for every host change over every job: compares in place, copying nothing per job.
 fn jobs_of(jobs: &Store<BMCJob>, host: &BareMetalHost) -> Vec<ObjectRef<BMCJob>> {
-    let ns = host.namespace();
-    let name = host.name_any();
+    let ns = host.metadata.namespace.as_deref();
+    let name = host.metadata.name.as_deref().unwrap_or_default();
     jobs.state()
         .iter()
-        .filter(|j| j.namespace() == ns && j.spec.host_ref.name == name)
+        .filter(|j| j.spec.host_ref.name == name && j.metadata.namespace.as_deref() == ns)
         .map(|j| ObjectRef::from_obj(j.as_ref()))
         .collect()
 }

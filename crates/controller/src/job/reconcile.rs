@@ -97,19 +97,21 @@ fn ahead_of(jobs: &Store<BMCJob>, job: &BMCJob, host: Option<&BareMetalHost>) ->
     {
         return Some(holder.clone());
     }
-    let order = |j: &BMCJob| {
+    // Over every job, for each reconcile: the host's own jobs are picked before anything is
+    // copied.
+    fn order(j: &BMCJob) -> (Option<jiff::Timestamp>, &str) {
         (
-            j.metadata.creation_timestamp.clone().map(|t| t.0),
-            j.name_any(),
+            j.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            j.metadata.name.as_deref().unwrap_or_default(),
         )
-    };
+    }
     let mine = order(job);
-    jobs.state()
-        .iter()
+    let jobs = jobs.state();
+    jobs.iter()
         .filter(|j| {
-            j.namespace() == ns
-                && j.spec.host_ref.name == job.spec.host_ref.name
-                && j.name_any() != name
+            j.spec.host_ref.name == job.spec.host_ref.name
+                && j.metadata.namespace == job.metadata.namespace
+                && j.metadata.name.as_deref() != Some(name.as_str())
                 && j.metadata.deletion_timestamp.is_none()
                 && !j.status.as_ref().is_some_and(settled)
                 && order(j) < mine
