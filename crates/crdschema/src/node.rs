@@ -65,6 +65,19 @@ pub(crate) enum Additional {
     Schema(Box<Node>),
 }
 
+/// What a node's rules read of its value (worked out by `rules::rule_reads`), so that only
+/// that is converted for them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) enum Reads {
+    /// All of it: it is compared, passed to a function, iterated...
+    #[default]
+    Whole,
+    /// Only whether it is there (`has(self.x)`, and `x` read no further).
+    Presence,
+    /// Only these fields of it, each as read.
+    Fields(BTreeMap<String, Reads>),
+}
+
 /// One compiled schema node.
 #[derive(Debug, Default)]
 pub(crate) struct Node {
@@ -101,7 +114,7 @@ pub(crate) struct Node {
     pub list_map_keys: Vec<String>,
     pub rules: Vec<Rule>,
     /// What this node's rules read of its value (see `rules::rule_reads`).
-    pub rule_reads: crate::rules::Reads,
+    pub rule_reads: Reads,
     /// Whether any node below this one has CEL rules, so that validation
     /// can skip rule-free subtrees without searching them each time.
     pub rules_below: bool,

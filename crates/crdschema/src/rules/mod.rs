@@ -20,5 +20,5 @@ mod walker;
 
 pub(crate) use compile::{RuleAt, compile_rule};
 pub(crate) use env::env;
-pub(crate) use reads::{Reads, rule_reads};
+pub(crate) use reads::rule_reads;
 pub(crate) use walker::validate_root;

@@ -7,19 +7,7 @@ use std::collections::BTreeMap;
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 
-use crate::node::Rule;
-
-/// What rules read of a value.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) enum Reads {
-    /// All of it: it is compared, passed to a function, iterated...
-    #[default]
-    Whole,
-    /// Only whether it is there (`has(self.x)`, and `x` read no further).
-    Presence,
-    /// Only these fields of it, each as read.
-    Fields(BTreeMap<String, Reads>),
-}
+use crate::node::{Reads, Rule};
 
 impl Reads {
     fn merge(&mut self, other: Reads) {

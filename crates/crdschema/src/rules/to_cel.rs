@@ -7,9 +7,8 @@ use std::sync::Arc;
 use cel::objects::{Key, Map};
 use serde_json::Value;
 
-use super::reads::Reads;
 use crate::formats;
-use crate::node::{Node, Type};
+use crate::node::{Node, Reads, Type};
 
 /// Values nested deeper than this are neither converted nor walked.
 pub(super) const MAX_DEPTH: usize = 256;
