@@ -91,14 +91,18 @@ fn init_tracing(filter: &str, format: &str) {
 }
 
 fn main() -> std::process::ExitCode {
-    // As `#[tokio::main]`, with threads deep enough for the API server's
-    // validation to run without a stack switch per write.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_stack_size(ferrometal_apiserver::THREAD_STACK_BYTES)
-        .build();
-    match runtime {
-        Ok(runtime) => runtime.block_on(run()),
+    let cli = Cli::parse();
+    // As `#[tokio::main]`. The commands that run the API server validate every write on a
+    // deep stack: their threads get it (only touched pages are committed), so validation
+    // runs in place instead of mapping one per write. The others keep tokio's default, which
+    // also keeps their address-space reservation small where overcommit is strict.
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if matches!(cli.command, Command::Serve(_) | Command::Demo(_)) {
+        runtime.thread_stack_size(ferrometal_apiserver::THREAD_STACK_BYTES);
+    }
+    match runtime.build() {
+        Ok(runtime) => runtime.block_on(run(cli)),
         Err(err) => {
             eprintln!("error: starting the async runtime: {err}");
             std::process::ExitCode::FAILURE
@@ -106,8 +110,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run() -> std::process::ExitCode {
-    let cli = Cli::parse();
+async fn run(cli: Cli) -> std::process::ExitCode {
     init_tracing(&cli.log, &cli.log_format);
     let result = match cli.command {
         Command::Bmc(args) => cmd_bmc::run(args).await,
