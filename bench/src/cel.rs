@@ -179,10 +179,7 @@ pub fn run(o: Opts) -> anyhow::Result<()> {
     let mut results = serde_json::Map::new();
     let threads = [
         ("2 MiB thread", 2 << 20),
-        (
-            "serve's thread",
-            ferrometal_crdschema::STACK_BYTES + (16 << 20),
-        ),
+        ("serve's thread", ferrometal_apiserver::THREAD_STACK_BYTES),
     ];
     for (thread, stack) in threads {
         for (name, schema, new, old) in cases {

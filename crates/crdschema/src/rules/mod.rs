@@ -3,17 +3,18 @@
 
 // In groups, bottom up; each group imports only from the groups above it:
 // the CEL environment, the Kubernetes library and the context offering it,
-// the schema checks of rule fields, the fields rules read, converting values
-// and running one expression; parsing, which renames calls into the library; compiling a
-// rule, and the walk that evaluates a schema's rules.
+// the schema checks of rule fields, converting values and running one
+// expression; parsing, which renames calls into the library, and what rules
+// read of their values; compiling a rule, and the walk that evaluates a
+// schema's rules.
 mod env;
 mod field_check;
 mod k8s;
-mod reads;
 mod run;
 mod to_cel;
 
 mod parse;
+mod reads;
 
 mod compile;
 mod walker;

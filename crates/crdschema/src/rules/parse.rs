@@ -92,7 +92,7 @@ fn expr_depth(e: &IdedExpr, at: usize) -> usize {
 }
 
 /// The direct subexpressions of `e`.
-fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
+pub(super) fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
     match &e.expr {
         Expr::Call(call) => call
             .target

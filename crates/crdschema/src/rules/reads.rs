@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::common::ast::{Expr, IdedExpr};
 
+use super::parse::children;
 use crate::node::{Reads, Rule};
 
 impl Reads {
@@ -76,46 +77,15 @@ fn visit(e: &IdedExpr, out: &mut Reads) {
     if let Some(path) = bound_path(e) {
         return out.add(&path, Reads::Whole);
     }
-    match &e.expr {
-        Expr::Select(s) if s.test => match bound_path(&s.operand) {
-            Some(mut path) => {
-                path.push(&s.field);
-                out.add(&path, Reads::Presence);
-            }
-            None => visit(&s.operand, out),
-        },
-        Expr::Select(s) => visit(&s.operand, out),
-        Expr::Call(call) => {
-            if let Some(t) = call.target.as_deref() {
-                visit(t, out);
-            }
-            call.args.iter().for_each(|a| visit(a, out));
-        }
-        Expr::Comprehension(c) => {
-            for part in [
-                &c.iter_range,
-                &c.accu_init,
-                &c.loop_cond,
-                &c.loop_step,
-                &c.result,
-            ] {
-                visit(part, out);
-            }
-        }
-        Expr::List(l) => l.elements.iter().for_each(|el| visit(el, out)),
-        Expr::Map(m) => m.entries.iter().for_each(|en| visit_entry(&en.expr, out)),
-        Expr::Struct(s) => s.entries.iter().for_each(|en| visit_entry(&en.expr, out)),
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    if let Expr::Select(s) = &e.expr
+        && s.test
+        && let Some(mut path) = bound_path(&s.operand)
+    {
+        path.push(&s.field);
+        return out.add(&path, Reads::Presence);
     }
-}
-
-fn visit_entry(entry: &EntryExpr, out: &mut Reads) {
-    match entry {
-        EntryExpr::MapEntry(me) => {
-            visit(&me.key, out);
-            visit(&me.value, out);
-        }
-        EntryExpr::StructField(sf) => visit(&sf.value, out),
+    for child in children(e) {
+        visit(child, out);
     }
 }
 

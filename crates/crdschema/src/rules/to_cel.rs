@@ -53,16 +53,8 @@ pub(super) fn to_cel(v: &Value, n: Option<&Node>, depth: usize, root: bool) -> c
             ))
         }
         Value::Object(obj) => {
-            let mut map = HashMap::with_capacity(obj.len());
-            for (k, val) in obj {
-                let converted = if root && k == "metadata" {
-                    root_metadata(val)
-                } else {
-                    to_cel(val, n.and_then(|n| n.child(k)), depth + 1, false)
-                };
-                map.insert(Key::String(Arc::new(k.clone())), converted);
-            }
-            cel::Value::Map(Map { map: Arc::new(map) })
+            let whole = obj.iter().map(|(k, val)| (k, val, &Reads::Whole));
+            object_to_cel(whole, obj.len(), n, depth, root)
         }
     }
 }
@@ -78,22 +70,35 @@ fn read_value(v: &Value, n: Option<&Node>, depth: usize, root: bool, reads: &Rea
     match (v, reads) {
         (Value::Object(_) | Value::Array(_), Reads::Presence) => cel::Value::Null,
         (Value::Object(obj), Reads::Fields(fields)) if depth <= MAX_DEPTH => {
-            let mut map = HashMap::with_capacity(fields.len());
-            for (k, read) in fields {
-                let Some((k, val)) = obj.get_key_value(k.as_str()) else {
-                    continue;
-                };
-                let converted = if root && k == "metadata" {
-                    root_metadata(val)
-                } else {
-                    read_value(val, n.and_then(|n| n.child(k)), depth + 1, false, read)
-                };
-                map.insert(Key::String(Arc::new(k.clone())), converted);
-            }
-            cel::Value::Map(Map { map: Arc::new(map) })
+            let read = fields.iter().filter_map(|(k, read)| {
+                let (k, val) = obj.get_key_value(k.as_str())?;
+                Some((k, val, read))
+            });
+            object_to_cel(read, fields.len(), n, depth, root)
         }
         _ => to_cel(v, n, depth, root),
     }
+}
+
+/// An object's `entries`, each converted as read; at the root, `metadata`
+/// shows only `name` and `generateName`.
+fn object_to_cel<'a>(
+    entries: impl Iterator<Item = (&'a String, &'a Value, &'a Reads)>,
+    len: usize,
+    n: Option<&Node>,
+    depth: usize,
+    root: bool,
+) -> cel::Value {
+    let mut map = HashMap::with_capacity(len);
+    for (k, val, read) in entries {
+        let converted = if root && k == "metadata" {
+            root_metadata(val)
+        } else {
+            read_value(val, n.and_then(|n| n.child(k)), depth + 1, false, read)
+        };
+        map.insert(Key::String(Arc::new(k.clone())), converted);
+    }
+    cel::Value::Map(Map { map: Arc::new(map) })
 }
 
 fn root_metadata(v: &Value) -> cel::Value {
