@@ -4,8 +4,7 @@
 # compiler (libFuzzer, and the C of aws-lc-rs and mimalloc, all built at compile time), and for
 # the deploy agent's media and its tests xorriso (boot ISOs, config drives), cpio and sgdisk;
 # for Ironic's ISOs genisoimage and isolinux; the web console's browser tests headless
-# Chromium and its WebDriver; libvirt's headers (the build links libvirt for the libvirt
-# HostClass provider).
+# Chromium and its WebDriver; libvirt's client library (the libvirt HostClass provider loads it).
 set -euo pipefail
 need=()
 command -v ipmi_sim >/dev/null || need+=(openipmi)
@@ -29,9 +28,9 @@ command -v openssl >/dev/null || need+=(openssl)
 # libFuzzer (fuzz/, through libfuzzer-sys) is C++ and aws-lc-rs and mimalloc are C, built at
 # compile time; g++ brings gcc.
 command -v c++ >/dev/null || need+=(g++)
-# The libvirt host-class provider links libvirt (pkg-config finds it at build time).
-command -v pkg-config >/dev/null || need+=(pkg-config)
-[ -f /usr/include/libvirt/libvirt.h ] || need+=(libvirt-dev)
+# The libvirt host-class provider loads libvirt's client library at run time (its tests use
+# libvirt's in-process test driver); building needs nothing of libvirt.
+ldconfig -p | grep -q 'libvirt\.so\.0 ' || need+=(libvirt0)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq

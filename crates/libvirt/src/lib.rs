@@ -1,22 +1,23 @@
 //! Virtual machines on a libvirt host for HostClaims of a libvirt HostClass: one domain per
 //! claim, its disk and config-drive volumes in a storage pool, its power.
 //!
-//! Everything here speaks libvirt's API (through the `virt` bindings), never `virsh`, so the
+//! Everything here speaks libvirt's C API (loaded on first use, see [`sys`]), never `virsh`, so the
 //! libvirt host may be remote (`qemu+ssh://`, `qemu+tls://`). The calls block: callers run
 //! them on a blocking thread. Names are derived from the claim ([`names`]), so a claim never
 //! gets two domains, and a step interrupted half-way is simply done again.
 
+#[allow(
+    unsafe_code,
+    reason = "libvirt is a C library loaded at run time; each call passes live handles and \
+              NUL-terminated strings, as its headers declare"
+)]
+mod sys;
 mod xml;
 
+use std::ffi::{CString, c_int};
 use std::io::Read;
 
-use virt::connect::Connect;
-use virt::domain::{Domain, DomainState};
-use virt::enumutil::Enum;
-use virt::error::ErrorNumber;
-use virt::storage_pool::StoragePool;
-use virt::storage_vol::StorageVol;
-use virt::stream::Stream;
+use sys::{Api, Handle, Ptr};
 
 pub use xml::{DomainSpec, domain_xml};
 
@@ -25,18 +26,13 @@ pub enum Error {
     /// The libvirt host could not be reached (its daemon down, a network between).
     #[error("connecting to libvirt: {0}")]
     Unreachable(String),
+    /// libvirt's client library is not installed here (or too old).
+    #[error("{0}")]
+    Library(String),
     #[error("{what}: {message}")]
     Call { what: String, message: String },
     #[error("{0}")]
     Io(String),
-}
-
-fn call(what: impl Into<String>) -> impl FnOnce(virt::error::Error) -> Error {
-    let what = what.into();
-    move |e| Error::Call {
-        what,
-        message: e.message().to_string(),
-    }
 }
 
 /// The names one claim's VM lives under.
@@ -64,26 +60,117 @@ pub enum Power {
     Off,
 }
 
-/// One connection to a libvirt host.
-pub struct Hypervisor {
-    conn: Connect,
+/// A string for libvirt: names and XML never hold a NUL, but a user's value is refused
+/// rather than cut short.
+fn c(what: &str, s: &str) -> Result<CString, Error> {
+    CString::new(s).map_err(|_| Error::Call {
+        what: what.to_string(),
+        message: format!("{s:?} contains a NUL byte"),
+    })
 }
 
+/// One connection to a libvirt host.
+pub struct Hypervisor {
+    api: &'static Api,
+    conn: Handle,
+}
+
+#[allow(
+    unsafe_code,
+    reason = "calls into libvirt's C API (see `sys`) with handles this type owns"
+)]
 impl Hypervisor {
     pub fn connect(uri: &str) -> Result<Hypervisor, Error> {
-        // libvirt prints every error to stderr by default; ours are returned and logged.
-        virt::error::clear_error_callback();
-        Connect::open(Some(uri))
-            .map(|conn| Hypervisor { conn })
-            .map_err(|e| Error::Unreachable(e.message().to_string()))
+        let api = sys::api().map_err(Error::Library)?;
+        let curi = c("connecting to libvirt", uri)?;
+        // SAFETY: a NUL-terminated URI; the connection is closed when the handle drops.
+        let conn = unsafe { (api.virConnectOpen)(curi.as_ptr()) };
+        match Handle::new(conn, api.virConnectClose) {
+            Some(conn) => Ok(Hypervisor { api, conn }),
+            None => Err(Error::Unreachable(sys::last_error(api).1)),
+        }
     }
 
-    fn domain(&self, name: &str) -> Result<Option<Domain>, Error> {
-        match self.conn.lookup_domain_by_name(name) {
-            Ok(d) => Ok(Some(d)),
-            Err(e) if e.code() == Enum::Known(ErrorNumber::NoDomain) => Ok(None),
-            Err(e) => Err(call(format!("looking up domain {name}"))(e)),
+    /// The calling thread's last libvirt error, as the failure of `what`.
+    fn failed(&self, what: String) -> Error {
+        Error::Call {
+            what,
+            message: sys::last_error(self.api).1,
         }
+    }
+
+    /// A call returning libvirt's 0 / -1.
+    fn check(&self, rc: c_int, what: impl FnOnce() -> String) -> Result<(), Error> {
+        if rc < 0 {
+            Err(self.failed(what()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Looks an object up by name: `None` when libvirt says it does not exist (`missing`).
+    fn lookup(
+        &self,
+        find: unsafe extern "C" fn(Ptr, *const std::ffi::c_char) -> Ptr,
+        free: unsafe extern "C" fn(Ptr) -> c_int,
+        parent: Ptr,
+        name: &str,
+        missing: c_int,
+        what: impl Fn() -> String,
+    ) -> Result<Option<Handle>, Error> {
+        let cname = c(&what(), name)?;
+        // SAFETY: `parent` is live for the call and the name NUL-terminated.
+        let ptr = unsafe { find(parent, cname.as_ptr()) };
+        if let Some(h) = Handle::new(ptr, free) {
+            return Ok(Some(h));
+        }
+        let (code, message) = sys::last_error(self.api);
+        if code == missing {
+            Ok(None)
+        } else {
+            Err(Error::Call {
+                what: what(),
+                message,
+            })
+        }
+    }
+
+    fn domain(&self, name: &str) -> Result<Option<Handle>, Error> {
+        self.lookup(
+            self.api.virDomainLookupByName,
+            self.api.virDomainFree,
+            self.conn.ptr,
+            name,
+            sys::ERR_NO_DOMAIN,
+            || format!("looking up domain {name}"),
+        )
+    }
+
+    fn volume(&self, pool: &Handle, name: &str) -> Result<Option<Handle>, Error> {
+        self.lookup(
+            self.api.virStorageVolLookupByName,
+            self.api.virStorageVolFree,
+            pool.ptr,
+            name,
+            sys::ERR_NO_STORAGE_VOL,
+            || format!("looking up volume {name}"),
+        )
+    }
+
+    fn is_active(&self, d: &Handle) -> bool {
+        // SAFETY: a live domain. An error reads as inactive, as a domain libvirt cannot
+        // report on cannot be stopped either.
+        unsafe { (self.api.virDomainIsActive)(d.ptr) == 1 }
+    }
+
+    /// A call on a live domain returning libvirt's 0 / -1.
+    fn on_domain(
+        &self,
+        d: &Handle,
+        f: impl FnOnce(Ptr) -> c_int,
+        what: impl FnOnce() -> String,
+    ) -> Result<(), Error> {
+        self.check(f(d.ptr), what)
     }
 
     /// The domain's power, or `None` when there is no such domain.
@@ -91,13 +178,12 @@ impl Hypervisor {
         let Some(d) = self.domain(name)? else {
             return Ok(None);
         };
-        let (state, _) = d
-            .state()
-            .map_err(call(format!("reading the state of {name}")))?;
+        let (mut state, mut reason) = (0, 0);
+        // SAFETY: a live domain and two ints to write.
+        let rc = unsafe { (self.api.virDomainGetState)(d.ptr, &mut state, &mut reason, 0) };
+        self.check(rc, || format!("reading the state of {name}"))?;
         Ok(Some(match state {
-            Enum::Known(DomainState::Running | DomainState::Blocked | DomainState::Paused) => {
-                Power::On
-            }
+            sys::DOMAIN_RUNNING | sys::DOMAIN_BLOCKED | sys::DOMAIN_PAUSED => Power::On,
             _ => Power::Off,
         }))
     }
@@ -107,9 +193,9 @@ impl Hypervisor {
         let Some(d) = self.domain(name)? else {
             return Ok(Vec::new());
         };
-        let xml = d
-            .xml_desc(0)
-            .map_err(call(format!("reading the definition of {name}")))?;
+        // SAFETY: a live domain; the string returned is ours to free (take_string does).
+        let xml = sys::take_string(unsafe { (self.api.virDomainGetXMLDesc)(d.ptr, 0) })
+            .ok_or_else(|| self.failed(format!("reading the definition of {name}")))?;
         Ok(xml::mac_addresses(&xml))
     }
 
@@ -118,17 +204,24 @@ impl Hypervisor {
         if self.domain(&spec.name)?.is_some() {
             return Ok(());
         }
-        self.conn
-            .define_domain_xml(&domain_xml(spec))
-            .map(drop)
-            .map_err(call(format!("defining domain {}", spec.name)))
+        let what = || format!("defining domain {}", spec.name);
+        let xml = c(&what(), &domain_xml(spec))?;
+        // SAFETY: a live connection and NUL-terminated XML; the domain returned is freed.
+        let d = unsafe { (self.api.virDomainDefineXML)(self.conn.ptr, xml.as_ptr()) };
+        match Handle::new(d, self.api.virDomainFree) {
+            Some(_) => Ok(()),
+            None => Err(self.failed(what())),
+        }
     }
 
     pub fn power_on(&self, name: &str) -> Result<(), Error> {
         match self.domain(name)? {
-            Some(d) if !d.is_active().unwrap_or(false) => {
-                d.create().map_err(call(format!("starting {name}")))
-            }
+            Some(d) if !self.is_active(&d) => self.on_domain(
+                &d,
+                // SAFETY: a live domain.
+                |p| unsafe { (self.api.virDomainCreate)(p) },
+                || format!("starting {name}"),
+            ),
             _ => Ok(()),
         }
     }
@@ -136,9 +229,12 @@ impl Hypervisor {
     /// Off at once, as a BMC's ForceOff: the claim's owner asked for it.
     pub fn power_off(&self, name: &str) -> Result<(), Error> {
         match self.domain(name)? {
-            Some(d) if d.is_active().unwrap_or(false) => {
-                d.destroy().map_err(call(format!("stopping {name}")))
-            }
+            Some(d) if self.is_active(&d) => self.on_domain(
+                &d,
+                // SAFETY: a live domain.
+                |p| unsafe { (self.api.virDomainDestroy)(p) },
+                || format!("stopping {name}"),
+            ),
             _ => Ok(()),
         }
     }
@@ -146,10 +242,18 @@ impl Hypervisor {
     /// A hard reset, as a BMC's ForceRestart.
     pub fn reset(&self, name: &str) -> Result<(), Error> {
         match self.domain(name)? {
-            Some(d) if d.is_active().unwrap_or(false) => {
-                d.reset().map_err(call(format!("resetting {name}")))
-            }
-            Some(d) => d.create().map_err(call(format!("starting {name}"))),
+            Some(d) if self.is_active(&d) => self.on_domain(
+                &d,
+                // SAFETY: a live domain.
+                |p| unsafe { (self.api.virDomainReset)(p, 0) },
+                || format!("resetting {name}"),
+            ),
+            Some(d) => self.on_domain(
+                &d,
+                // SAFETY: a live domain.
+                |p| unsafe { (self.api.virDomainCreate)(p) },
+                || format!("starting {name}"),
+            ),
             None => Ok(()),
         }
     }
@@ -157,9 +261,12 @@ impl Hypervisor {
     /// An ACPI restart request: the guest restarts itself (as a BMC's GracefulRestart).
     pub fn reboot(&self, name: &str) -> Result<(), Error> {
         match self.domain(name)? {
-            Some(d) if d.is_active().unwrap_or(false) => {
-                d.reboot(0).map_err(call(format!("rebooting {name}")))
-            }
+            Some(d) if self.is_active(&d) => self.on_domain(
+                &d,
+                // SAFETY: a live domain.
+                |p| unsafe { (self.api.virDomainReboot)(p, 0) },
+                || format!("rebooting {name}"),
+            ),
             _ => Ok(()),
         }
     }
@@ -167,17 +274,35 @@ impl Hypervisor {
     /// An ACPI power-button press: the guest shuts itself down (GracefulShutdown).
     pub fn shutdown(&self, name: &str) -> Result<(), Error> {
         match self.domain(name)? {
-            Some(d) if d.is_active().unwrap_or(false) => {
-                d.shutdown().map_err(call(format!("shutting {name} down")))
-            }
+            Some(d) if self.is_active(&d) => self.on_domain(
+                &d,
+                // SAFETY: a live domain.
+                |p| unsafe { (self.api.virDomainShutdown)(p) },
+                || format!("shutting {name} down"),
+            ),
             _ => Ok(()),
         }
     }
 
-    fn pool(&self, pool: &str) -> Result<StoragePool, Error> {
-        self.conn
-            .lookup_storage_pool_by_name(pool)
-            .map_err(call(format!("looking up storage pool {pool}")))
+    fn pool(&self, pool: &str) -> Result<Handle, Error> {
+        let what = || format!("looking up storage pool {pool}");
+        let name = c(&what(), pool)?;
+        // SAFETY: a live connection and a NUL-terminated name.
+        let p = unsafe { (self.api.virStoragePoolLookupByName)(self.conn.ptr, name.as_ptr()) };
+        Handle::new(p, self.api.virStoragePoolFree).ok_or_else(|| self.failed(what()))
+    }
+
+    /// Rescans the pool's directory: a volume added outside libvirt's view (or removed) would
+    /// confuse the lookups after it. A failed rescan leaves the pool as libvirt knew it.
+    fn refresh(&self, pool: &Handle) {
+        // SAFETY: a live pool.
+        unsafe { (self.api.virStoragePoolRefresh)(pool.ptr, 0) };
+    }
+
+    fn delete_volume(&self, vol: &Handle, what: impl FnOnce() -> String) -> Result<(), Error> {
+        // SAFETY: a live volume.
+        let rc = unsafe { (self.api.virStorageVolDelete)(vol.ptr, 0) };
+        self.check(rc, what)
     }
 
     /// Makes volume `name` in `pool` hold `content` (`format`: `raw` or `qcow2`), then grows
@@ -192,11 +317,9 @@ impl Hypervisor {
         capacity: u64,
     ) -> Result<(), Error> {
         let p = self.pool(pool)?;
-        // A volume added outside libvirt's view (or removed) would confuse the lookups below.
-        let _ = p.refresh(0);
-        if let Ok(old) = p.lookup_storage_vol_by_name(name) {
-            old.delete(0)
-                .map_err(call(format!("deleting the old volume {name}")))?;
+        self.refresh(&p);
+        if let Some(old) = self.volume(&p, name)? {
+            self.delete_volume(&old, || format!("deleting the old volume {name}"))?;
         }
         let mut file = std::fs::File::open(content)
             .map_err(|e| Error::Io(format!("reading {}: {e}", content.display())))?;
@@ -204,60 +327,69 @@ impl Hypervisor {
             .metadata()
             .map_err(|e| Error::Io(format!("reading {}: {e}", content.display())))?
             .len();
-        let vol_xml = xml::volume_xml(name, format, length);
-        let vol = StorageVol::create_xml(&p, &vol_xml, 0)
-            .map_err(call(format!("creating volume {name}")))?;
-        let stream =
-            Stream::new(&self.conn, 0).map_err(call(format!("opening a stream for {name}")))?;
-        vol.upload(&stream, 0, length, 0)
-            .map_err(call(format!("uploading to {name}")))?;
+        let what = || format!("creating volume {name}");
+        let vol_xml = c(&what(), &xml::volume_xml(name, format, length))?;
+        // SAFETY: a live pool and NUL-terminated XML.
+        let vol = unsafe { (self.api.virStorageVolCreateXML)(p.ptr, vol_xml.as_ptr(), 0) };
+        let vol =
+            Handle::new(vol, self.api.virStorageVolFree).ok_or_else(|| self.failed(what()))?;
+        // SAFETY: a live connection.
+        let stream = unsafe { (self.api.virStreamNew)(self.conn.ptr, 0) };
+        let stream = Handle::new(stream, self.api.virStreamFree)
+            .ok_or_else(|| self.failed(format!("opening a stream for {name}")))?;
+        // SAFETY: a live volume and stream.
+        let rc = unsafe { (self.api.virStorageVolUpload)(vol.ptr, stream.ptr, 0, length, 0) };
+        self.check(rc, || format!("uploading to {name}"))?;
+        // libvirt wants a stream that will not finish aborted, not dropped.
+        let abort = |e: Error| {
+            // SAFETY: a live stream.
+            unsafe { (self.api.virStreamAbort)(stream.ptr) };
+            e
+        };
         let mut buf = vec![0u8; 1 << 20];
         loop {
-            let n = match file.read(&mut buf) {
-                Ok(n) => n,
-                Err(e) => {
-                    // libvirt wants a stream that will not finish aborted, not dropped.
-                    let _ = stream.abort();
-                    return Err(Error::Io(format!("reading {}: {e}", content.display())));
-                }
-            };
+            let n = file
+                .read(&mut buf)
+                .map_err(|e| abort(Error::Io(format!("reading {}: {e}", content.display()))))?;
             if n == 0 {
                 break;
             }
             let mut sent = 0;
             while sent < n {
-                match stream.send(&buf[sent..n]) {
-                    Ok(k) if k > 0 => sent += k as usize,
+                let chunk = &buf[sent..n];
+                // SAFETY: a live blocking stream and a buffer of that many bytes.
+                let k = unsafe {
+                    (self.api.virStreamSend)(stream.ptr, chunk.as_ptr().cast(), chunk.len())
+                };
+                match k {
+                    k if k > 0 => sent += k as usize,
                     // A blocking stream sends something or fails; nothing sent is a failure,
                     // not a reason to spin.
-                    Ok(_) => {
-                        let _ = stream.abort();
-                        return Err(Error::Io(format!(
+                    0 => {
+                        return Err(abort(Error::Io(format!(
                             "uploading to {name}: the stream took nothing"
-                        )));
+                        ))));
                     }
-                    Err(e) => {
-                        let _ = stream.abort();
-                        return Err(call(format!("uploading to {name}"))(e));
-                    }
+                    _ => return Err(abort(self.failed(format!("uploading to {name}")))),
                 }
             }
         }
-        stream
-            .finish()
-            .map_err(call(format!("finishing the upload to {name}")))?;
+        // SAFETY: a live stream, every byte sent.
+        let rc = unsafe { (self.api.virStreamFinish)(stream.ptr) };
+        self.check(rc, || format!("finishing the upload to {name}"))?;
         // The pool learns the uploaded file's size (a qcow2's virtual size) on a refresh.
-        let _ = p.refresh(0);
-        let vol = p
-            .lookup_storage_vol_by_name(name)
-            .map_err(call(format!("looking up volume {name}")))?;
-        let have = vol
-            .info()
-            .map_err(call(format!("reading volume {name}")))?
-            .capacity;
-        if capacity > have {
-            vol.resize(capacity, 0)
-                .map_err(call(format!("growing volume {name}")))?;
+        self.refresh(&p);
+        let vol = self
+            .volume(&p, name)?
+            .ok_or_else(|| self.failed(format!("looking up volume {name}")))?;
+        let mut info = sys::VolInfo::default();
+        // SAFETY: a live volume and a struct of libvirt's layout to fill.
+        let rc = unsafe { (self.api.virStorageVolGetInfo)(vol.ptr, &mut info) };
+        self.check(rc, || format!("reading volume {name}"))?;
+        if capacity > info.capacity {
+            // SAFETY: a live volume.
+            let rc = unsafe { (self.api.virStorageVolResize)(vol.ptr, capacity, 0) };
+            self.check(rc, || format!("growing volume {name}"))?;
         }
         Ok(())
     }
@@ -266,27 +398,35 @@ impl Hypervisor {
     /// already gone is skipped, so a removal interrupted half-way is done again.
     pub fn remove(&self, names: &Names, pool: &str) -> Result<(), Error> {
         if let Some(d) = self.domain(&names.domain)? {
-            if d.is_active().unwrap_or(false) {
-                d.destroy()
-                    .map_err(call(format!("stopping {}", names.domain)))?;
+            if self.is_active(&d) {
+                // SAFETY: a live domain.
+                let rc = unsafe { (self.api.virDomainDestroy)(d.ptr) };
+                self.check(rc, || format!("stopping {}", names.domain))?;
             }
             // With its NVRAM (UEFI); a domain that has none is undefined plainly.
-            if let Err(e) = d.undefine_flags(virt::sys::VIR_DOMAIN_UNDEFINE_NVRAM) {
-                d.undefine().map_err(|plain| Error::Call {
-                    what: format!("undefining {}", names.domain),
-                    message: format!("{} (with its NVRAM: {})", plain.message(), e.message()),
-                })?;
+            // SAFETY: a live domain.
+            let rc =
+                unsafe { (self.api.virDomainUndefineFlags)(d.ptr, sys::DOMAIN_UNDEFINE_NVRAM) };
+            if rc < 0 {
+                let with_nvram = sys::last_error(self.api).1;
+                // SAFETY: a live domain.
+                let rc = unsafe { (self.api.virDomainUndefine)(d.ptr) };
+                if rc < 0 {
+                    return Err(Error::Call {
+                        what: format!("undefining {}", names.domain),
+                        message: format!(
+                            "{} (with its NVRAM: {with_nvram})",
+                            sys::last_error(self.api).1
+                        ),
+                    });
+                }
             }
         }
         let p = self.pool(pool)?;
-        let _ = p.refresh(0);
+        self.refresh(&p);
         for vol in [&names.disk, &names.config] {
-            match p.lookup_storage_vol_by_name(vol) {
-                Ok(v) => v
-                    .delete(0)
-                    .map_err(call(format!("deleting volume {vol}")))?,
-                Err(e) if e.code() == Enum::Known(ErrorNumber::NoStorageVolume) => {}
-                Err(e) => return Err(call(format!("looking up volume {vol}"))(e)),
+            if let Some(v) = self.volume(&p, vol)? {
+                self.delete_volume(&v, || format!("deleting volume {vol}"))?;
             }
         }
         Ok(())
@@ -298,10 +438,13 @@ impl Hypervisor {
             return Ok(true);
         }
         let p = self.pool(pool)?;
-        let _ = p.refresh(0);
-        Ok([&names.disk, &names.config]
-            .iter()
-            .any(|v| p.lookup_storage_vol_by_name(v).is_ok()))
+        self.refresh(&p);
+        for vol in [&names.disk, &names.config] {
+            if self.volume(&p, vol)?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 }
 
