@@ -296,6 +296,39 @@ async fn no_capacity_delays_then_proceeds() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_given_back_goes_to_the_delayed_host_at_once() {
+    // One slot and three hosts; the delayed ones would retry only after an hour. Each
+    // inspection that ends hands its slot to the next host waiting, so all three get through.
+    let fixture = FixtureProvisioner::new()
+        .with_capacity(1)
+        .with_waits(Method::Inspect, 20)
+        .with_requeue(std::time::Duration::from_millis(20));
+    let mut config = fast_config();
+    config.delayed_retry = std::time::Duration::from_secs(3600);
+    let h = Harness::start_with(fixture, config).await;
+    h.secret("bmc", GOOD_PASSWORD).await;
+    for name in ["a", "b", "c"] {
+        h.create(name, h.spec("bmc"), &[]).await;
+    }
+    let mut delayed = Vec::new();
+    for name in ["a", "b", "c"] {
+        let host = h
+            .wait(name, "available", |h| h.state() == S::Available)
+            .await;
+        assert_eq!(
+            host.status.unwrap().operational_status,
+            OperationalStatus::Ok
+        );
+        if h.has_event(name, "Delayed").await {
+            delayed.push(name);
+        }
+    }
+    // At least one waited for the slot (typically two): what let it through within the hour
+    // was a wake-up when the slot came free.
+    assert!(!delayed.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bmc_failures_set_power_management_error_and_recover() {
     let h = Harness::start(FixtureProvisioner::new()).await;
     h.available_host("node-3").await;

@@ -29,8 +29,8 @@ pub struct HostContext {
     states: Mutex<HashMap<String, &'static str>>,
     /// The resourceVersion of our own last write per host, to spot a stale cache.
     written: Mutex<HashMap<String, u64>>,
-    /// Capacity slots granted whose start the cache may not show yet.
-    pub capacity_grants: tokio::sync::Mutex<HashMap<String, std::time::Instant>>,
+    /// The provisioner's slots granted and the hosts waiting for one.
+    pub capacity: super::capacity::Waiting,
     /// Host BMC calls running off the reconcile workers; a finished one leaves its chain decided
     /// to the end, for the next reconcile to write.
     pub detached: Detached<BareMetalHost, Chain>,
@@ -62,7 +62,7 @@ impl HostContext {
             api_failures: Mutex::default(),
             states: Mutex::default(),
             written: Mutex::default(),
-            capacity_grants: Default::default(),
+            capacity: Default::default(),
             detached,
             firmware,
             boot_media: Default::default(),

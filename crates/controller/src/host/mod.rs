@@ -1,6 +1,7 @@
 //! The BareMetalHost reconciler: read → decide (pure) → apply.
 
 pub mod boot_media;
+pub mod capacity;
 pub mod chain;
 pub mod companions;
 pub mod context;

@@ -2,14 +2,13 @@
 //! hand the one provisioner call it needs to a task off the worker, which decides again with
 //! the call's outcome and writes what changed there.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ferrometal_api::BareMetalHost;
 use ferrometal_api::annotations as ann;
 use ferrometal_api::media::SecretStatus;
 use ferrometal_api::spec_fault::{DataField, SpecFault};
-use ferrometal_api::{BareMetalHost, ProvisioningState};
 use ferrometal_bmc::Credentials;
 use ferrometal_provisioner::{Deployment, ErrorKind, ProvisionerError, Step};
 use k8s_openapi::api::core::v1::{Secret, SecretReference};
@@ -22,6 +21,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::boot_media;
+use super::capacity;
 use super::chain::{Chain, Next};
 use super::companions::{
     data_image_work, ensure_firmware_objects, firmware_work, record_data_image, record_updates,
@@ -177,7 +177,7 @@ async fn decide_until_a_call(
         match chain.advance(&ctx.timing, now, last.take()) {
             Next::Apply => return None,
             Next::Call(Call::HasCapacity) => {
-                let granted = capacity(ctx, &chain.current).await;
+                let granted = capacity::request(ctx, &chain.current).await;
                 last = Some((Call::HasCapacity, Outcome::Capacity(granted)));
             }
             Next::Call(call) => return Some(call),
@@ -390,47 +390,6 @@ fn done(_: ()) -> Outcome {
     Outcome::Done
 }
 
-/// (hosts whose busy operation started, hosts holding a slot now) per the cache.
-fn busy_hosts(ctx: &HostContext) -> (HashSet<String>, HashSet<String>) {
-    let mut started = HashSet::new();
-    let mut busy = HashSet::new();
-    for h in ctx.hosts.state() {
-        let Some(s) = h.status.as_ref() else {
-            continue;
-        };
-        let m = match s.provisioning.state {
-            ProvisioningState::Inspecting => &s.operation_history.inspect,
-            ProvisioningState::Provisioning => &s.operation_history.provision,
-            ProvisioningState::Deprovisioning => &s.operation_history.deprovision,
-            _ => continue,
-        };
-        if m.start.is_some() {
-            started.insert(host_key(&h));
-            if m.end.is_none() {
-                busy.insert(host_key(&h));
-            }
-        }
-    }
-    (started, busy)
-}
-
-/// Asks for a slot. Serialized, and counting slots granted but not yet visible in the cache,
-/// so concurrent reconciles cannot overshoot the limit.
-async fn capacity(ctx: &HostContext, host: &BareMetalHost) -> bool {
-    let me = host_key(host);
-    let mut grants = ctx.capacity_grants.lock().await;
-    let (started, mut busy) = busy_hosts(ctx);
-    // Once the cache shows the operation started, the cache is the authority.
-    grants.retain(|k, at| !started.contains(k) && at.elapsed() < Duration::from_secs(30));
-    busy.extend(grants.keys().cloned());
-    busy.remove(&me);
-    let ok = ctx.provisioner.has_capacity(busy.len()).await;
-    if ok {
-        grants.insert(me, Instant::now());
-    }
-    ok
-}
-
 async fn execute(
     ctx: &HostContext,
     host: &BareMetalHost,
@@ -625,6 +584,17 @@ async fn apply(
                 ctx.wrote(key, h.meta().resource_version.as_deref());
             }
         }
+    }
+    // A slot this decision gives back (its operation ended, or the host goes) is the next
+    // delayed host's.
+    let holds = capacity::holds_slot(host.status.as_ref());
+    if holds
+        && (d.finalizer == Some(FinalizerChange::Remove)
+            || d.status
+                .as_ref()
+                .is_some_and(|s| !capacity::holds_slot(Some(s))))
+    {
+        capacity::released(ctx, key, &ctx.detached.waker()).await;
     }
     // Before the metadata patch: removing the finalizer makes the host vanish.
     ctx.events.publish(host, &d.events).await;
