@@ -15,7 +15,7 @@ use ferrometal_api::{
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::context::HostContext;
+use crate::context::Context;
 use crate::host_info::host_key;
 
 /// The operation a host in this state holds a slot for, if any.
@@ -60,7 +60,7 @@ struct Queue {
 }
 
 /// (hosts whose busy operation started, hosts holding a slot now) per the cache.
-fn busy_hosts(ctx: &HostContext) -> (HashSet<String>, HashSet<String>) {
+fn busy_hosts(ctx: &Context) -> (HashSet<String>, HashSet<String>) {
     let mut started = HashSet::new();
     let mut busy = HashSet::new();
     for h in ctx.hosts.state() {
@@ -80,70 +80,74 @@ fn busy_hosts(ctx: &HostContext) -> (HashSet<String>, HashSet<String>) {
 /// How long a grant or release the cache does not show yet is counted.
 const UNSEEN: Duration = Duration::from_secs(30);
 
-/// Asks for a slot. Serialized, and counting slots granted or given back but not yet visible in
-/// the cache, so concurrent reconciles cannot overshoot the limit nor miss a free slot. A host
-/// refused joins the queue.
-pub async fn request(ctx: &HostContext, host: &BareMetalHost) -> bool {
-    let me = host_key(host);
-    let mut slots = ctx.capacity.slots.lock().await;
-    let (started, mut busy) = busy_hosts(ctx);
-    // Once the cache shows the operation started (or ended), the cache is the authority.
-    slots
-        .granted
-        .retain(|k, at| !started.contains(k) && at.elapsed() < UNSEEN);
-    slots
-        .freed
-        .retain(|k, at| busy.contains(k) && at.elapsed() < UNSEEN);
-    for k in slots.freed.keys() {
-        busy.remove(k);
-    }
-    busy.extend(slots.granted.keys().cloned());
-    busy.remove(&me);
-    let ok = ctx.provisioner.has_capacity(busy.len()).await;
-    if ok {
-        slots.freed.remove(&me);
-        slots.granted.insert(me, Instant::now());
-    } else {
-        let mut q = ctx.capacity.queue.lock().unwrap();
-        if q.queued.insert(me.clone()) {
-            q.order
-                .push_back((me, ObjectRef::from_obj(host), Instant::now()));
+impl Waiting {
+    /// Asks for a slot. Serialized, and counting slots granted or given back but not yet
+    /// visible in the cache, so concurrent reconciles cannot overshoot the limit nor miss a free
+    /// slot. A host refused joins the queue.
+    pub async fn request(&self, ctx: &Context, host: &BareMetalHost) -> bool {
+        let me = host_key(host);
+        let mut slots = self.slots.lock().await;
+        let (started, mut busy) = busy_hosts(ctx);
+        // Once the cache shows the operation started (or ended), the cache is the authority.
+        slots
+            .granted
+            .retain(|k, at| !started.contains(k) && at.elapsed() < UNSEEN);
+        slots
+            .freed
+            .retain(|k, at| busy.contains(k) && at.elapsed() < UNSEEN);
+        for k in slots.freed.keys() {
+            busy.remove(k);
         }
+        busy.extend(slots.granted.keys().cloned());
+        busy.remove(&me);
+        let ok = ctx.provisioner.has_capacity(busy.len()).await;
+        if ok {
+            slots.freed.remove(&me);
+            slots.granted.insert(me, Instant::now());
+        } else {
+            let mut q = self.queue.lock().unwrap();
+            if q.queued.insert(me.clone()) {
+                q.order
+                    .push_back((me, ObjectRef::from_obj(host), Instant::now()));
+            }
+        }
+        ok
     }
-    ok
-}
 
-/// Host `key` gave its slot back (written, maybe not yet in the cache): wakes the first queued
-/// host the cache still shows delayed. Those that got a slot meanwhile, or went, are dropped
-/// from the queue on the way.
-pub async fn released(
-    ctx: &HostContext,
-    key: &str,
-    wake: &UnboundedSender<ObjectRef<BareMetalHost>>,
-) {
-    let granted: HashSet<String> = {
-        let mut slots = ctx.capacity.slots.lock().await;
-        slots.granted.remove(key);
-        slots.freed.insert(key.to_string(), Instant::now());
-        slots.granted.keys().cloned().collect()
-    };
-    let mut q = ctx.capacity.queue.lock().unwrap();
-    while let Some((key, next, since)) = q.order.pop_front() {
-        q.queued.remove(&key);
-        // Still waiting: there, without a slot, and delayed as the cache shows it (or refused
-        // so recently that its delayed status may not be in the cache yet).
-        let waiting = !granted.contains(&key)
-            && ctx.hosts.get(&next).is_some_and(|h| {
-                let status = h.status.as_ref();
-                !holds_slot(status)
-                    && (since.elapsed() < RECENT
-                        || status
-                            .is_some_and(|s| s.operational_status == OperationalStatus::Delayed))
-            });
-        if waiting {
-            // A closed channel means the controller stopped: nothing left to wake.
-            let _ = wake.send(next);
-            return;
+    /// Host `key` gave its slot back (written, maybe not yet in the cache): wakes the first queued
+    /// host the cache still shows delayed. Those that got a slot meanwhile, or went, are dropped
+    /// from the queue on the way.
+    pub async fn released(
+        &self,
+        ctx: &Context,
+        key: &str,
+        wake: &UnboundedSender<ObjectRef<BareMetalHost>>,
+    ) {
+        let granted: HashSet<String> = {
+            let mut slots = self.slots.lock().await;
+            slots.granted.remove(key);
+            slots.freed.insert(key.to_string(), Instant::now());
+            slots.granted.keys().cloned().collect()
+        };
+        let mut q = self.queue.lock().unwrap();
+        while let Some((key, next, since)) = q.order.pop_front() {
+            q.queued.remove(&key);
+            // Still waiting: there, without a slot, and delayed as the cache shows it (or refused
+            // so recently that its delayed status may not be in the cache yet).
+            let waiting = !granted.contains(&key)
+                && ctx.hosts.get(&next).is_some_and(|h| {
+                    let status = h.status.as_ref();
+                    !holds_slot(status)
+                        && (since.elapsed() < RECENT
+                            || status.is_some_and(|s| {
+                                s.operational_status == OperationalStatus::Delayed
+                            }))
+                });
+            if waiting {
+                // A closed channel means the controller stopped: nothing left to wake.
+                let _ = wake.send(next);
+                return;
+            }
         }
     }
 }

@@ -177,7 +177,7 @@ async fn decide_until_a_call(
         match chain.advance(&ctx.timing, now, last.take()) {
             Next::Apply => return None,
             Next::Call(Call::HasCapacity) => {
-                let granted = capacity::request(ctx, &chain.current).await;
+                let granted = ctx.capacity.request(ctx, &chain.current).await;
                 last = Some((Call::HasCapacity, Outcome::Capacity(granted)));
             }
             Next::Call(call) => return Some(call),
@@ -594,7 +594,7 @@ async fn apply(
                 .as_ref()
                 .is_some_and(|s| !capacity::holds_slot(Some(s))))
     {
-        capacity::released(ctx, key, &ctx.detached.waker()).await;
+        ctx.capacity.released(ctx, key, &ctx.detached.waker()).await;
     }
     // Before the metadata patch: removing the finalizer makes the host vanish.
     ctx.events.publish(host, &d.events).await;
