@@ -285,14 +285,20 @@ async fn no_capacity_delays_then_proceeds() {
     let name = delayed.name_any();
     h.wait_event(&name, "Delayed").await;
     for name in ["a", "b"] {
-        let host = h
-            .wait(name, "available", |h| h.state() == S::Available)
-            .await;
-        assert_eq!(
-            host.status.unwrap().operational_status,
-            OperationalStatus::Ok
-        );
+        available_and_ok(&h, name).await;
     }
+}
+
+/// Waits for host `name` to be available, its operational status back to OK (no longer
+/// delayed).
+async fn available_and_ok(h: &Harness, name: &str) {
+    let host = h
+        .wait(name, "available", |h| h.state() == S::Available)
+        .await;
+    assert_eq!(
+        host.status.unwrap().operational_status,
+        OperationalStatus::Ok
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -312,13 +318,7 @@ async fn a_slot_given_back_goes_to_the_delayed_host_at_once() {
     }
     let mut delayed = Vec::new();
     for name in ["a", "b", "c"] {
-        let host = h
-            .wait(name, "available", |h| h.state() == S::Available)
-            .await;
-        assert_eq!(
-            host.status.unwrap().operational_status,
-            OperationalStatus::Ok
-        );
+        available_and_ok(&h, name).await;
         if h.has_event(name, "Delayed").await {
             delayed.push(name);
         }

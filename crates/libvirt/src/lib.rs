@@ -163,16 +163,6 @@ impl Hypervisor {
         unsafe { (self.api.virDomainIsActive)(d.ptr) == 1 }
     }
 
-    /// A call on a live domain returning libvirt's 0 / -1.
-    fn on_domain(
-        &self,
-        d: &Handle,
-        f: impl FnOnce(Ptr) -> c_int,
-        what: impl FnOnce() -> String,
-    ) -> Result<(), Error> {
-        self.check(f(d.ptr), what)
-    }
-
     /// The domain's power, or `None` when there is no such domain.
     pub fn power(&self, name: &str) -> Result<Option<Power>, Error> {
         let Some(d) = self.domain(name)? else {
@@ -216,12 +206,11 @@ impl Hypervisor {
 
     pub fn power_on(&self, name: &str) -> Result<(), Error> {
         match self.domain(name)? {
-            Some(d) if !self.is_active(&d) => self.on_domain(
-                &d,
+            Some(d) if !self.is_active(&d) => {
                 // SAFETY: a live domain.
-                |p| unsafe { (self.api.virDomainCreate)(p) },
-                || format!("starting {name}"),
-            ),
+                let rc = unsafe { (self.api.virDomainCreate)(d.ptr) };
+                self.check(rc, || format!("starting {name}"))
+            }
             _ => Ok(()),
         }
     }
@@ -229,12 +218,11 @@ impl Hypervisor {
     /// Off at once, as a BMC's ForceOff: the claim's owner asked for it.
     pub fn power_off(&self, name: &str) -> Result<(), Error> {
         match self.domain(name)? {
-            Some(d) if self.is_active(&d) => self.on_domain(
-                &d,
+            Some(d) if self.is_active(&d) => {
                 // SAFETY: a live domain.
-                |p| unsafe { (self.api.virDomainDestroy)(p) },
-                || format!("stopping {name}"),
-            ),
+                let rc = unsafe { (self.api.virDomainDestroy)(d.ptr) };
+                self.check(rc, || format!("stopping {name}"))
+            }
             _ => Ok(()),
         }
     }
@@ -242,18 +230,16 @@ impl Hypervisor {
     /// A hard reset, as a BMC's ForceRestart.
     pub fn reset(&self, name: &str) -> Result<(), Error> {
         match self.domain(name)? {
-            Some(d) if self.is_active(&d) => self.on_domain(
-                &d,
+            Some(d) if self.is_active(&d) => {
                 // SAFETY: a live domain.
-                |p| unsafe { (self.api.virDomainReset)(p, 0) },
-                || format!("resetting {name}"),
-            ),
-            Some(d) => self.on_domain(
-                &d,
+                let rc = unsafe { (self.api.virDomainReset)(d.ptr, 0) };
+                self.check(rc, || format!("resetting {name}"))
+            }
+            Some(d) => {
                 // SAFETY: a live domain.
-                |p| unsafe { (self.api.virDomainCreate)(p) },
-                || format!("starting {name}"),
-            ),
+                let rc = unsafe { (self.api.virDomainCreate)(d.ptr) };
+                self.check(rc, || format!("starting {name}"))
+            }
             None => Ok(()),
         }
     }
@@ -261,12 +247,11 @@ impl Hypervisor {
     /// An ACPI restart request: the guest restarts itself (as a BMC's GracefulRestart).
     pub fn reboot(&self, name: &str) -> Result<(), Error> {
         match self.domain(name)? {
-            Some(d) if self.is_active(&d) => self.on_domain(
-                &d,
+            Some(d) if self.is_active(&d) => {
                 // SAFETY: a live domain.
-                |p| unsafe { (self.api.virDomainReboot)(p, 0) },
-                || format!("rebooting {name}"),
-            ),
+                let rc = unsafe { (self.api.virDomainReboot)(d.ptr, 0) };
+                self.check(rc, || format!("rebooting {name}"))
+            }
             _ => Ok(()),
         }
     }
@@ -274,12 +259,11 @@ impl Hypervisor {
     /// An ACPI power-button press: the guest shuts itself down (GracefulShutdown).
     pub fn shutdown(&self, name: &str) -> Result<(), Error> {
         match self.domain(name)? {
-            Some(d) if self.is_active(&d) => self.on_domain(
-                &d,
+            Some(d) if self.is_active(&d) => {
                 // SAFETY: a live domain.
-                |p| unsafe { (self.api.virDomainShutdown)(p) },
-                || format!("shutting {name} down"),
-            ),
+                let rc = unsafe { (self.api.virDomainShutdown)(d.ptr) };
+                self.check(rc, || format!("shutting {name} down"))
+            }
             _ => Ok(()),
         }
     }
