@@ -18,7 +18,7 @@ use lab_common::{
     patch_host, sha256_hex, state,
 };
 use serde_json::Value;
-use serve_common::{Serve, free_port, serve};
+use serve_common::{Serve, free_port, serve_env};
 
 /// Software emulation: the agent ramdisk (a Debian userland with Python) takes a few minutes
 /// to boot and inspect; cleaning and the image write follow on the same boot (fast track).
@@ -72,7 +72,10 @@ fn serve_ironic(dir: &std::path::Path, lab: &Lab, files: &FileServer, extra: &[&
         &kernel_params,
     ];
     args.extend_from_slice(extra);
-    serve(dir, free_port(), &args)
+    // After the last firmware update Ironic reads the BMC three times, 30 s apart by default,
+    // before the step goes on: a minute of waiting on an emulator that never goes away.
+    let env = [("OS_REDFISH__FIRMWARE_UPDATE_VALIDATION_INTERVAL", "2")];
+    serve_env(dir, free_port(), &args, &env)
 }
 
 /// Ironic's own record of a node, read with the credentials serve generated for it.
@@ -317,8 +320,8 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
 
 /// A tenant's HostClaim on a UEFI VM with two disks (Ironic builds the agent's ISO with the
 /// ramdisk script's EFI boot loader), the host's root device hints naming the second, and
-/// `automatedCleaningMode: disabled`: inspection by IPA and no cleaning;
-/// a wrong checksum on the host first ends in a provisioning error naming it (Ironic's
+/// `automatedCleaningMode: disabled`: inspection by IPA and no cleaning, the agent kept up
+/// for the first deploy (fast track, the host online from the start); a wrong checksum on the host first ends in a provisioning error naming it (Ironic's
 /// last_error) with nothing booted, then the tenant's raw image with user data deploys and
 /// boots, and releasing the claim deprovisions the host; then the host's two disks are
 /// mirrored (software RAID through Ironic's agent), the image deployed onto the mirror, and
@@ -341,9 +344,11 @@ fn a_tenant_claim_then_a_software_raid_mirror_take_raw_images_through_ironic_on_
     );
     s.ok(&["create", "namespace", "infra"]);
     s.ok(&["create", "namespace", "tenant-a"]);
+    // Online from the start: the agent that inspected stays up (fast track) and takes the
+    // first image without a second boot of the ramdisk.
     let manifests = lab.manifests().replace(
         "  online: false\n",
-        "  online: false\n  automatedCleaningMode: disabled\n  rootDeviceHints: {deviceName: /dev/vdb}\n",
+        "  online: true\n  automatedCleaningMode: disabled\n  rootDeviceHints: {deviceName: /dev/vdb}\n",
     );
     s.kubectl_stdin(&["apply", "-f", "-"], Some(&manifests));
     s.ok(&["label", "bmh", "-n", "infra", &vm.name, "pool=lab"]);

@@ -28,6 +28,18 @@ pub fn free_port() -> u16 {
 /// Starts the server (`bin`, the `ferrometal` binary) and waits until it printed its kubeconfig
 /// path and accepts connections.
 pub fn serve(bin: &Path, dir: &Path, port: u16, extra: &[&str]) -> Serve {
+    serve_with_env(bin, dir, port, extra, &[])
+}
+
+/// As [`serve`], with `env` set for serve and the processes it starts (a supervised Ironic
+/// reads `OS_<SECTION>__<OPTION>` variables as configuration).
+pub fn serve_with_env(
+    bin: &Path,
+    dir: &Path,
+    port: u16,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Serve {
     let mut last_err = String::new();
     std::fs::create_dir_all(dir).unwrap();
     // The port may still be held by a previous, killed instance for a moment.
@@ -48,6 +60,7 @@ pub fn serve(bin: &Path, dir: &Path, port: u16, extra: &[&str]) -> Serve {
                 std::env::var_os("FERROMETAL_VENV")
                     .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../../.venv").into()),
             )
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
             .spawn()

@@ -14,3 +14,15 @@ pub fn serve(dir: &Path, port: u16, extra: &[&str]) -> Serve {
         extra,
     )
 }
+
+/// As [`serve`], with `env` set for serve and what it starts.
+#[allow(dead_code)]
+pub fn serve_env(dir: &Path, port: u16, extra: &[&str], env: &[(&str, &str)]) -> Serve {
+    ferrometal_test_support::serve::serve_with_env(
+        Path::new(env!("CARGO_BIN_EXE_ferrometal")),
+        dir,
+        port,
+        extra,
+        env,
+    )
+}
