@@ -321,11 +321,11 @@ fn ironic_and_its_agent_inspect_clean_and_deploy_a_qcow2_image_on_a_vm() {
 /// A tenant's HostClaim on a UEFI VM with two disks (Ironic builds the agent's ISO with the
 /// ramdisk script's EFI boot loader), the host's root device hints naming the second, and
 /// `automatedCleaningMode: disabled`: inspection by IPA and no cleaning, the agent kept up
-/// for the first deploy (fast track, the host online from the start); a wrong checksum on the host first ends in a provisioning error naming it (Ironic's
-/// last_error) with nothing booted, then the tenant's raw image with user data deploys and
-/// boots, and releasing the claim deprovisions the host; then the host's two disks are
-/// mirrored (software RAID through Ironic's agent), the image deployed onto the mirror, and
-/// each disk boots it.
+/// for the first deploy (fast track, the host online from the start); a wrong checksum on the
+/// host first ends in a provisioning error naming it (Ironic's last_error) with nothing
+/// booted, then the tenant's raw image with user data deploys and boots, and releasing the
+/// claim deprovisions the host; then the host's two disks are mirrored (software RAID through
+/// Ironic's agent), the image deployed onto the mirror, and each disk boots it.
 #[test]
 fn a_tenant_claim_then_a_software_raid_mirror_take_raw_images_through_ironic_on_a_uefi_vm() {
     let lab = Lab::up_provisioning(1, Firmware::Uefi, "infra", "5G", 2, 2048);

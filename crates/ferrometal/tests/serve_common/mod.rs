@@ -7,16 +7,10 @@ pub use ferrometal_test_support::serve::*;
 
 /// Starts this crate's `ferrometal serve` and waits until it accepts connections.
 pub fn serve(dir: &Path, port: u16, extra: &[&str]) -> Serve {
-    ferrometal_test_support::serve::serve(
-        Path::new(env!("CARGO_BIN_EXE_ferrometal")),
-        dir,
-        port,
-        extra,
-    )
+    serve_env(dir, port, extra, &[])
 }
 
 /// As [`serve`], with `env` set for serve and what it starts.
-#[allow(dead_code)]
 pub fn serve_env(dir: &Path, port: u16, extra: &[&str], env: &[(&str, &str)]) -> Serve {
     ferrometal_test_support::serve::serve_with_env(
         Path::new(env!("CARGO_BIN_EXE_ferrometal")),
