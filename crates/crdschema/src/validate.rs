@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::error::{FieldError, Reason};
 use crate::formats;
 use crate::node::{Additional, ListType, Node, Type};
-use crate::path::Path;
+use crate::path::{Path, Rendered};
 use crate::value::{correlate, json_eq, json_type, type_matches};
 use crate::wording::{fmt_num, fmt_value, quote};
 
@@ -66,7 +66,7 @@ fn validate_at(n: &Node, v: &Value, path: &Path, errs: &mut Vec<FieldError>, at:
     if at.depth > MAX_DEPTH || at.old.is_some_and(|o| json_eq(o, v)) {
         return;
     }
-    let p = path.render_openapi();
+    let p = path.openapi();
     if !type_matches(n, v) {
         let want = if n.int_or_string {
             "integer,string"
@@ -74,7 +74,7 @@ fn validate_at(n: &Node, v: &Value, path: &Path, errs: &mut Vec<FieldError>, at:
             n.ty.map(Type::as_str).unwrap_or("")
         };
         errs.push(FieldError::new(
-            p.clone(),
+            p.to_string(),
             Reason::FieldValueTypeInvalid,
             format!(
                 "Invalid value: {}: {p} in body must be of type {want}: {}",
@@ -99,7 +99,7 @@ fn validate_at(n: &Node, v: &Value, path: &Path, errs: &mut Vec<FieldError>, at:
             })
             .collect();
         errs.push(FieldError::new(
-            p.clone(),
+            p.to_string(),
             Reason::FieldValueNotSupported,
             format!(
                 "Unsupported value: {}: supported values: {}",
@@ -120,12 +120,19 @@ fn validate_at(n: &Node, v: &Value, path: &Path, errs: &mut Vec<FieldError>, at:
     validate_junctors(n, v, path, &p, errs, at);
 }
 
-fn validate_string(n: &Node, s: &str, v: &Value, path: &Path, p: &str, errs: &mut Vec<FieldError>) {
+fn validate_string(
+    n: &Node,
+    s: &str,
+    v: &Value,
+    path: &Path,
+    p: &Rendered<'_>,
+    errs: &mut Vec<FieldError>,
+) {
     if let Some(format) = &n.format
         && !formats::check_string(format, s)
     {
         errs.push(FieldError::new(
-            p,
+            p.to_string(),
             Reason::FieldValueTypeInvalid,
             format!(
                 "Invalid value: {}: {p} in body must be of type {format}: {}",
@@ -139,7 +146,7 @@ fn validate_string(n: &Node, s: &str, v: &Value, path: &Path, p: &str, errs: &mu
         && len > max
     {
         errs.push(FieldError::new(
-            p,
+            p.to_string(),
             Reason::FieldValueTooLong,
             format!("Too long: may not be longer than {max}"),
         ));
@@ -169,7 +176,7 @@ fn validate_number(
     num: &serde_json::Number,
     v: &Value,
     path: &Path,
-    p: &str,
+    p: &Rendered<'_>,
     errs: &mut Vec<FieldError>,
 ) {
     let Some(x) = num.as_f64() else {
@@ -180,7 +187,7 @@ fn validate_number(
         && !formats::check_integer(f, num)
     {
         errs.push(FieldError::new(
-            p,
+            p.to_string(),
             Reason::FieldValueTypeInvalid,
             format!(
                 "Invalid value: {}: {p} in body must be of type {f}: {}",
@@ -244,14 +251,14 @@ fn validate_number(
 }
 
 fn validate_array(n: &Node, items: &[Value], path: &Path, errs: &mut Vec<FieldError>, at: At) {
-    let p = &path.render_openapi();
+    let p = &path.openapi();
     let olds = at.old.and_then(Value::as_array);
     let len = items.len() as u64;
     if let Some(max) = n.max_items
         && len > max
     {
         errs.push(FieldError::new(
-            p,
+            p.to_string(),
             Reason::FieldValueTooMany,
             format!("Too many: {len}: must have at most {max} items"),
         ));
@@ -260,7 +267,7 @@ fn validate_array(n: &Node, items: &[Value], path: &Path, errs: &mut Vec<FieldEr
         && len < min
     {
         errs.push(FieldError::new(
-            p,
+            p.to_string(),
             Reason::FieldValueInvalid,
             format!("Invalid value: {len}: {p} in body should have at least {min} items"),
         ));
@@ -325,14 +332,14 @@ fn validate_object(
     errs: &mut Vec<FieldError>,
     at: At,
 ) {
-    let p = &path.render_openapi();
+    let p = &path.openapi();
     let root = at.root;
     let count = obj.len() as u64;
     if let Some(max) = n.max_properties
         && count > max
     {
         errs.push(FieldError::new(
-            p,
+            p.to_string(),
             Reason::FieldValueTooMany,
             format!("Too many: {count}: must have at most {max} items"),
         ));
@@ -341,7 +348,7 @@ fn validate_object(
         && count < min
     {
         errs.push(FieldError::new(
-            p,
+            p.to_string(),
             Reason::FieldValueInvalid,
             format!("Invalid value: {count}: {p} in body should have at least {min} properties"),
         ));
@@ -414,7 +421,7 @@ fn validate_junctors(
     n: &Node,
     v: &Value,
     path: &Path,
-    p: &str,
+    p: &Rendered<'_>,
     errs: &mut Vec<FieldError>,
     at: At,
 ) {

@@ -232,10 +232,6 @@ impl Walker<'_> {
         match result {
             Ok(cel::Value::Bool(true)) => {}
             Ok(cel::Value::Bool(false)) => {
-                let mut field = path.clone();
-                for f in &rule.field_path {
-                    field = field.field(f);
-                }
                 let mut detail = None;
                 if let Some((src, m)) = &rule.message_expression {
                     match self.metered(message_cost, m, scopes, rule) {
@@ -266,7 +262,7 @@ impl Walker<'_> {
                     .or_else(|| rule.message.clone())
                     .unwrap_or_else(|| format!("failed rule: {}", rule.source.trim()));
                 self.errs.push(error_for_reason(
-                    field.render(),
+                    path.render_with_fields(&rule.field_path),
                     rule.reason,
                     type_name,
                     detail,
