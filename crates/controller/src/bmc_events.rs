@@ -22,7 +22,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
@@ -30,7 +29,7 @@ use serde_json::{Value, json};
 use crate::error::{Error, ignore_not_found};
 use crate::host_bmc::{self, ReadContext, ReadError, Reads, Taken};
 use crate::merge_patch::patch_metadata;
-use crate::shared_watch::{Watched, changed_or_gone};
+use crate::shared_watch::{Watched, applied, changed_or_gone};
 
 pub const FINALIZER: &str = "bmceventsubscription.metal3.io";
 const RETRY: Duration = Duration::from_secs(60);
@@ -263,10 +262,10 @@ pub async fn run(
     let by_host = subscriptions.store.clone();
     let (calls, woken) = Reads::new(subscriptions.store.clone());
     let ctx = Arc::new(EventsContext { read: ctx, calls });
-    Controller::for_stream(subscriptions.events.applied_objects(), subscriptions.store)
-        .watches_stream(
+    Controller::for_shared_stream(applied(subscriptions.events), subscriptions.store)
+        .watches_shared_stream(
             changed_or_gone(hosts.events, host_bmc::read_trigger),
-            move |host: BareMetalHost| {
+            move |host: Arc<BareMetalHost>| {
                 let ns = host.namespace();
                 let name = host.name_any();
                 by_host

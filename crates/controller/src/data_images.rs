@@ -13,7 +13,6 @@ use ferrometal_api::media::DataImage;
 use ferrometal_api::{BareMetalHost, Condition};
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -23,7 +22,7 @@ use crate::conditions::{self, set_condition};
 use crate::error::{Error, ignore_not_found};
 use crate::host_bmc;
 use crate::merge_patch::patch_metadata;
-use crate::shared_watch::{Watched, changed_or_gone};
+use crate::shared_watch::{Watched, applied, changed_or_gone};
 
 pub const FINALIZER: &str = "dataimage.metal3.io";
 /// ferrometal's condition: whether a host of the DataImage's name exists in its namespace.
@@ -175,8 +174,8 @@ pub async fn run(
     images: Watched<DataImage>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    Controller::for_stream(images.events.applied_objects(), images.store)
-        .watches_stream(
+    Controller::for_shared_stream(applied(images.events), images.store)
+        .watches_shared_stream(
             changed_or_gone(hosts.events, host_bmc::read_trigger),
             host_bmc::named_after,
         )

@@ -24,14 +24,13 @@ use ferrometal_bmc::FirmwareVersions;
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use crate::conditions::{self, set_condition};
 use crate::host_bmc::{self, ReadContext, ReadError, Reads, Taken};
-use crate::shared_watch::{Watched, changed_or_gone};
+use crate::shared_watch::{Watched, applied, changed_or_gone};
 
 pub use ferrometal_api::firmware::{CHANGE_DETECTED, VALID};
 /// ferrometal's condition: False while the BMC's versions cannot be read, with the reason.
@@ -238,8 +237,8 @@ pub async fn run(
 ) {
     let (reads, woken) = Reads::new(components.store.clone());
     let ctx = Arc::new(ComponentsContext { read: ctx, reads });
-    Controller::for_stream(components.events.applied_objects(), components.store)
-        .watches_stream(
+    Controller::for_shared_stream(applied(components.events), components.store)
+        .watches_shared_stream(
             changed_or_gone(hosts.events, host_bmc::read_trigger),
             host_bmc::named_after,
         )

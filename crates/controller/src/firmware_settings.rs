@@ -34,7 +34,6 @@ use ferrometal_bmc::{Bios, BiosAttribute, setting_text};
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
@@ -42,7 +41,7 @@ use serde_json::{Value, json};
 
 use crate::conditions::{self, set_condition};
 use crate::host_bmc::{self, ReadContext, ReadError, Reads, Taken};
-use crate::shared_watch::{Watched, changed_or_gone};
+use crate::shared_watch::{Watched, applied, changed_or_gone};
 
 use ferrometal_api::firmware::FIRMWARE_UPDATED;
 pub use ferrometal_api::firmware::{CHANGE_DETECTED, SETTINGS_READ as READ, VALID};
@@ -425,8 +424,8 @@ pub async fn run(
     let store = settings.store.clone();
     let (reads, woken) = Reads::new(settings.store.clone());
     let ctx = Arc::new(SettingsContext { read: ctx, reads });
-    let controller = Controller::for_stream(settings.events.applied_objects(), settings.store)
-        .watches_stream(
+    let controller = Controller::for_shared_stream(applied(settings.events), settings.store)
+        .watches_shared_stream(
             changed_or_gone(hosts.events, host_bmc::read_trigger),
             host_bmc::named_after,
         )

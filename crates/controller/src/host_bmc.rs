@@ -187,7 +187,9 @@ where
 
 /// The object of kind `K` named as `object`, in its namespace (how metal3 names a host's
 /// firmware objects after the host, both ways).
-pub fn named_after<F, K>(object: F) -> Option<kube::runtime::reflector::ObjectRef<K>>
+pub fn named_after<F, K>(
+    object: std::sync::Arc<F>,
+) -> Option<kube::runtime::reflector::ObjectRef<K>>
 where
     F: kube::ResourceExt,
     K: kube::Resource<DynamicType = ()>,

@@ -80,12 +80,12 @@ use ferrometal_api::firmware::{HostFirmwareComponents, HostFirmwareSettings, Hos
 use ferrometal_api::media::DataImage;
 use ferrometal_api::{BareMetalHost, HardwareData, HostClaim};
 use ferrometal_provisioner::Provisioner;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
 pub use config::ControllerConfig;
@@ -391,9 +391,7 @@ pub async fn run_hosts(
         update_policies,
         data_images,
     } = watches;
-    let trigger = host_events
-        .applied_objects()
-        .predicate_filter(host_trigger, PredicateConfig::default());
+    let trigger = shared_watch::applied_changed(host_events, host_trigger);
     let concurrency = config.concurrency;
     let shared = Arc::new(Context::new(
         client.clone(),
@@ -417,12 +415,14 @@ pub async fn run_hosts(
     let for_cache = reader.clone();
     let cache = ctx.secrets.clone();
     // Secret events update the credentials cache before they trigger the hosts using them.
-    let secret_events = secrets
-        .map_ok(move |event| {
-            cache.observe(&event, |s| !hosts_using(&for_cache, s).is_empty());
-            event
-        })
-        .touched_objects();
+    let secret_events = shared_watch::touched(
+        secrets
+            .map(move |event| {
+                cache.observe(&event, |s| !hosts_using(&for_cache, s).is_empty());
+                event
+            })
+            .boxed(),
+    );
     tracing::info!(
         provisioner = ctx.provisioner.name(),
         "host controller starting"
@@ -431,20 +431,20 @@ pub async fn run_hosts(
     let jobs = job::run(shared, hosts_for_jobs, concurrency, shutdown.clone());
     // Not its HardwareData: the host writes it and no decision reads it, so its changes (the
     // host's own inspection, most of all) would wake the host for nothing.
-    let hosts = Controller::for_stream(trigger, reader)
-        .watches_stream(
+    let hosts = Controller::for_shared_stream(trigger, reader)
+        .watches_shared_stream(
             shared_watch::ask_changed(firmware_settings.events, host::companions::settings_ask),
             host_bmc::named_after,
         )
-        .watches_stream(
+        .watches_shared_stream(
             shared_watch::ask_changed(firmware_components.events, host::companions::components_ask),
             host_bmc::named_after,
         )
-        .watches_stream(
-            update_policies.events.touched_objects(),
+        .watches_shared_stream(
+            shared_watch::touched(update_policies.events),
             host_bmc::named_after,
         )
-        .watches_stream(secret_events, move |secret| {
+        .watches_shared_stream(secret_events, move |secret| {
             hosts_using(&for_secrets, &secret)
         })
         .reconcile_on(futures::stream::unfold(woken, |mut rx| async move {

@@ -4,7 +4,7 @@
 //! the host and BMCJob controllers get a host's credentials through it.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use ferrometal_api::BareMetalHost;
 use ferrometal_bmc::Credentials;
@@ -100,7 +100,11 @@ impl SecretCache {
     }
 
     /// Applies one watch event; `referenced` says whether some host uses the Secret.
-    pub fn observe(&self, event: &watcher::Event<Secret>, referenced: impl Fn(&Secret) -> bool) {
+    pub fn observe(
+        &self,
+        event: &watcher::Event<Arc<Secret>>,
+        referenced: impl Fn(&Secret) -> bool,
+    ) {
         match event {
             watcher::Event::Apply(s) => {
                 let mut live = self.live.lock().unwrap();
@@ -205,7 +209,7 @@ mod tests {
     use k8s_openapi::ByteString;
     use std::collections::BTreeMap;
 
-    fn secret(name: &str, rv: &str, password: &str) -> Secret {
+    fn secret(name: &str, rv: &str, password: &str) -> Arc<Secret> {
         let mut s = Secret::default();
         s.metadata.name = Some(name.into());
         s.metadata.namespace = Some("ns".into());
@@ -214,7 +218,7 @@ mod tests {
             ("username".into(), ByteString(b"admin".to_vec())),
             ("password".into(), ByteString(password.as_bytes().to_vec())),
         ]));
-        s
+        Arc::new(s)
     }
 
     #[test]

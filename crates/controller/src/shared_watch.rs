@@ -4,13 +4,16 @@
 //! Secrets wake three of them). Each watching on its own made the API server send, and this
 //! process decode and cache, every change once per controller. A [`SharedWatch`] opens one
 //! watch, keeps one cache ([`Store`]) if the kind is cached, and hands each subscriber its own
-//! stream of the same events, so the existing stream adapters (`applied_objects`,
-//! `touched_objects`, `predicate_filter`) work on them unchanged. The cache is updated before
-//! any subscriber sees an event, so a controller woken by a change finds it in the cache.
+//! stream of the same events. Subscribers share each object (`Arc`: the cache's own copy where
+//! there is one) instead of each getting a deep copy, which cost seven copies of every host
+//! change; kube's `Controller` takes such streams (`for_shared_stream`,
+//! `watches_shared_stream`). The cache is updated before any subscriber sees an event, so a
+//! controller woken by a change finds it in the cache.
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
+use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::{StreamExt, future};
@@ -22,8 +25,12 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
-/// A subscriber's events, as `watcher(..)` would give them (errors stay with the watch).
-pub type Events<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
+/// A subscriber's events, as `watcher(..)` would give them with each object shared (errors
+/// stay with the watch, which retries them).
+pub type Events<K> = BoxStream<'static, watcher::Event<Arc<K>>>;
+
+/// A subscriber's objects: shared, as kube's `Controller` takes them.
+pub type Objects<K> = BoxStream<'static, Arc<K>>;
 
 /// A kind's cache and this subscriber's events of it.
 pub struct Watched<K: Resource + Clone + 'static>
@@ -45,7 +52,7 @@ where
 {
     writer: Option<Writer<K>>,
     store: Option<Store<K>>,
-    subscribers: Vec<mpsc::UnboundedSender<watcher::Event<K>>>,
+    subscribers: Vec<mpsc::UnboundedSender<watcher::Event<Arc<K>>>>,
 }
 
 impl<K> SharedWatch<K>
@@ -77,7 +84,7 @@ where
         let (tx, rx) = mpsc::unbounded_channel();
         self.subscribers.push(tx);
         futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|event| (Ok(event), rx))
+            rx.recv().await.map(|event| (event, rx))
         })
         .boxed()
     }
@@ -108,33 +115,89 @@ where
     ) {
         let SharedWatch {
             writer,
+            store,
             mut subscribers,
-            ..
         } = self;
         if subscribers.is_empty() {
             return;
         }
         let events = watcher(api, config).default_backoff().modify(modify);
-        let events = match writer {
+        let mut events = match writer {
             Some(writer) => events.reflect(writer).boxed(),
             None => events.boxed(),
         };
-        let fan_out = events
-            .take_while(move |event| {
+        let fan_out = async move {
+            while let Some(event) = events.next().await {
                 match event {
-                    Ok(event) => subscribers.retain(|s| s.send(event.clone()).is_ok()),
+                    Ok(event) => {
+                        let event = shared(event, store.as_ref());
+                        subscribers.retain(|s| s.send(event.clone()).is_ok());
+                        if subscribers.is_empty() {
+                            return;
+                        }
+                    }
                     // The watch retries with backoff; each controller only ever saw these
                     // logged and skipped.
-                    Err(e) => tracing::debug!(kind = %K::kind(&K::DynamicType::default()), error = %e, "watch"),
+                    Err(e) => {
+                        tracing::debug!(kind = %K::kind(&K::DynamicType::default()), error = %e, "watch")
+                    }
                 }
-                future::ready(!subscribers.is_empty())
-            })
-            .for_each(|_| future::ready(()));
+            }
+        };
         tokio::select! {
             () = fan_out => {}
             () = shutdown => {}
         }
     }
+}
+
+/// The event with its object shared: an applied object is the cache's own copy (just written
+/// there by the reflector), anything else is moved into an `Arc`, never copied.
+fn shared<K>(event: watcher::Event<K>, store: Option<&Store<K>>) -> watcher::Event<Arc<K>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    use watcher::Event;
+    match event {
+        Event::Apply(k) => Event::Apply(
+            store
+                .and_then(|s| s.get(&reflector::ObjectRef::from_obj(&k)))
+                .filter(|cached| cached.resource_version() == k.resource_version())
+                .unwrap_or_else(|| Arc::new(k)),
+        ),
+        // During a relist the reflector buffers objects until the list is done.
+        Event::InitApply(k) => Event::InitApply(Arc::new(k)),
+        Event::Delete(k) => Event::Delete(Arc::new(k)),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+/// The objects added or changed, as kube's `applied_objects`.
+pub fn applied<K: Send + Sync + 'static>(events: Events<K>) -> Objects<K> {
+    events
+        .filter_map(|event| {
+            future::ready(match event {
+                watcher::Event::Apply(k) | watcher::Event::InitApply(k) => Some(k),
+                _ => None,
+            })
+        })
+        .boxed()
+}
+
+/// The objects added, changed or deleted, as kube's `touched_objects`.
+pub fn touched<K: Send + Sync + 'static>(events: Events<K>) -> Objects<K> {
+    events
+        .filter_map(|event| {
+            future::ready(match event {
+                watcher::Event::Apply(k)
+                | watcher::Event::InitApply(k)
+                | watcher::Event::Delete(k) => Some(k),
+                watcher::Event::Init | watcher::Event::InitDone => None,
+            })
+        })
+        .boxed()
 }
 
 /// Drops what no controller of this process reads: the field managers' bookkeeping, often as
@@ -146,41 +209,47 @@ pub fn without_managed_fields<K: ResourceExt>(object: &mut K) {
 /// The objects whose `trigger` hash changed, and every deleted one. kube's `predicate_filter`
 /// would drop a deletion whose hash matches the object's last update, and a controller that
 /// must notice its host is gone cannot have that.
-pub fn changed_or_gone<K>(
-    events: Events<K>,
-    trigger: fn(&K) -> Option<u64>,
-) -> BoxStream<'static, Result<K, watcher::Error>>
+pub fn changed_or_gone<K>(events: Events<K>, trigger: fn(&K) -> Option<u64>) -> Objects<K>
 where
-    K: Resource + Clone + Send + 'static,
+    K: Resource + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send,
 {
-    changes(events, trigger, None)
+    changes(events, trigger, None, true)
+}
+
+/// The objects added or changed whose `trigger` hash changed, as kube's `applied_objects` and
+/// `predicate_filter`; a deletion is not passed on but forgotten, so the filter holds only
+/// live objects and one made again under the same name passes.
+pub fn applied_changed<K>(events: Events<K>, trigger: fn(&K) -> Option<u64>) -> Objects<K>
+where
+    K: Resource + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send,
+{
+    changes(events, trigger, None, false)
 }
 
 /// The objects whose `ask` (0: nothing) changed: an object first seen asking nothing, or gone
 /// while asking nothing, is passed over. For objects made by the hundred that seldom ask
 /// anything of whoever watches them.
-pub fn ask_changed<K>(
-    events: Events<K>,
-    ask: fn(&K) -> u64,
-) -> BoxStream<'static, Result<K, watcher::Error>>
+pub fn ask_changed<K>(events: Events<K>, ask: fn(&K) -> u64) -> Objects<K>
 where
-    K: Resource + Clone + Send + 'static,
+    K: Resource + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send,
 {
-    changes(events, move |k| Some(ask(k)), Some(0))
+    changes(events, move |k| Some(ask(k)), Some(0), true)
 }
 
 /// The objects whose `trigger` changed from the last one passed (or from `quiet`, for an object
-/// not seen yet; only values other than `quiet` are remembered); `None` always passes. A
-/// deletion passes when nothing is quiet, or when the object was remembered.
+/// not seen yet; only values other than `quiet` are remembered); `None` always passes. With
+/// `deletions`, a deletion passes when nothing is quiet, or when the object was remembered.
 fn changes<K>(
     events: Events<K>,
     trigger: impl Fn(&K) -> Option<u64> + Send + 'static,
     quiet: Option<u64>,
-) -> BoxStream<'static, Result<K, watcher::Error>>
+    deletions: bool,
+) -> Objects<K>
 where
-    K: Resource + Clone + Send + 'static,
+    K: Resource + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send,
 {
     let mut seen: std::collections::HashMap<reflector::ObjectRef<K>, u64> =
@@ -188,8 +257,8 @@ where
     events
         .filter_map(move |event| {
             let out = match event {
-                Ok(watcher::Event::Apply(k) | watcher::Event::InitApply(k)) => {
-                    let key = reflector::ObjectRef::from_obj(&k);
+                watcher::Event::Apply(k) | watcher::Event::InitApply(k) => {
+                    let key = reflector::ObjectRef::from_obj(&*k);
                     match trigger(&k) {
                         Some(h) if seen.get(&key).copied().or(quiet) == Some(h) => None,
                         Some(h) => {
@@ -198,19 +267,105 @@ where
                             } else {
                                 seen.insert(key, h);
                             }
-                            Some(Ok(k))
+                            Some(k)
                         }
-                        None => Some(Ok(k)),
+                        None => Some(k),
                     }
                 }
-                Ok(watcher::Event::Delete(k)) => {
-                    let remembered = seen.remove(&reflector::ObjectRef::from_obj(&k));
-                    (quiet.is_none() || remembered.is_some()).then_some(Ok(k))
+                watcher::Event::Delete(k) => {
+                    let remembered = seen.remove(&reflector::ObjectRef::from_obj(&*k));
+                    (deletions && (quiet.is_none() || remembered.is_some())).then_some(k)
                 }
-                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
-                Err(e) => Some(Err(e)),
+                watcher::Event::Init | watcher::Event::InitDone => None,
             };
             future::ready(out)
         })
         .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use std::collections::BTreeMap;
+    use watcher::Event;
+
+    fn cm(name: &str, rv: &str, value: &str) -> ConfigMap {
+        let mut c = ConfigMap::default();
+        c.metadata.name = Some(name.into());
+        c.metadata.namespace = Some("ns".into());
+        c.metadata.resource_version = Some(rv.into());
+        c.data = Some(BTreeMap::from([("k".into(), value.into())]));
+        c
+    }
+
+    fn value_of(c: &ConfigMap) -> Option<u64> {
+        use std::hash::Hasher;
+        let mut h = std::hash::DefaultHasher::new();
+        c.data.as_ref()?.get("k")?.hash(&mut h);
+        Some(h.finish())
+    }
+
+    fn run(
+        filter: fn(Events<ConfigMap>, fn(&ConfigMap) -> Option<u64>) -> Objects<ConfigMap>,
+        events: Vec<Event<ConfigMap>>,
+    ) -> Vec<String> {
+        let events = futures::stream::iter(events.into_iter().map(|e| shared(e, None))).boxed();
+        futures::executor::block_on(
+            filter(events, value_of)
+                .map(|c| format!("{}@{}", c.name_any(), c.resource_version().unwrap()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn applied_changed_passes_changes_and_forgets_deleted_objects() {
+        let passed = run(
+            applied_changed,
+            vec![
+                Event::Init,
+                Event::InitApply(cm("a", "1", "x")),
+                Event::InitDone,
+                // The same value again (a status-only write, say): not passed.
+                Event::Apply(cm("a", "2", "x")),
+                Event::Apply(cm("a", "3", "y")),
+                // A deletion is not passed on; the same name made again with the same value is.
+                Event::Delete(cm("a", "4", "y")),
+                Event::Apply(cm("a", "5", "y")),
+            ],
+        );
+        assert_eq!(passed, ["a@1", "a@3", "a@5"]);
+    }
+
+    #[test]
+    fn changed_or_gone_passes_every_deletion() {
+        let passed = run(
+            changed_or_gone,
+            vec![
+                Event::Apply(cm("a", "1", "x")),
+                Event::Apply(cm("a", "2", "x")),
+                Event::Delete(cm("a", "3", "x")),
+            ],
+        );
+        assert_eq!(passed, ["a@1", "a@3"]);
+    }
+
+    #[test]
+    fn subscribers_share_the_cached_copy_of_an_applied_object() {
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let applied = Event::Apply(cm("a", "1", "x"));
+        writer.apply_watcher_event(&applied);
+        let Event::Apply(shared_obj) = shared(applied, Some(&store)) else {
+            panic!("an applied object stays applied");
+        };
+        let cached = store
+            .get(&reflector::ObjectRef::from_obj(&*shared_obj))
+            .unwrap();
+        assert!(Arc::ptr_eq(&shared_obj, &cached), "no second copy is made");
+        // Not the version in the cache (an older event): its own copy, never the cache's.
+        let Event::Apply(older) = shared(Event::Apply(cm("a", "0", "w")), Some(&store)) else {
+            panic!("an applied object stays applied");
+        };
+        assert_eq!(older.resource_version().as_deref(), Some("0"));
+    }
 }

@@ -38,7 +38,7 @@ use kube::{Resource, ResourceExt};
 use crate::config::ControllerConfig;
 use crate::events::EventPublisher;
 use crate::forwarding::DataKind;
-use crate::shared_watch::{Events, Watched};
+use crate::shared_watch::{Events, Watched, touched};
 
 /// Claims not bound to any host (they may bind when hosts, policies or namespaces change).
 fn waiting(claims: &Store<HostClaim>, namespace: Option<&str>) -> Vec<ObjectRef<HostClaim>> {
@@ -92,10 +92,10 @@ pub async fn run(
             events: claim_events,
         },
     } = watches;
-    let host_stream = host_events.touched_objects();
-    let secret_stream = secrets.touched_objects();
-    let hd_stream = hd_events.touched_objects();
-    let claim_stream = claim_events.touched_objects();
+    let host_stream = touched(host_events);
+    let secret_stream = touched(secrets);
+    let hd_stream = touched(hd_events);
+    let claim_stream = touched(claim_events);
     // Policies and namespaces are the claim controller's alone.
     let (policies, policy_writer) = reflector::store();
     let policy_stream = watcher(
@@ -143,8 +143,8 @@ pub async fn run(
     );
     let hosts_for_hd = hosts.clone();
     tracing::info!("claim controller starting");
-    Controller::for_stream(claim_stream, claims)
-        .watches_stream(host_stream, move |host: BareMetalHost| {
+    Controller::for_shared_stream(claim_stream, claims)
+        .watches_shared_stream(host_stream, move |host: Arc<BareMetalHost>| {
             tracing::debug!(host = %host.name_any(), claim = ?select::claim_of(&host), "host event");
             if let Some((ns, name)) = select::claim_of(&host) {
                 return vec![claim_ref(ns, name)];
@@ -160,7 +160,7 @@ pub async fn run(
         .watches_stream(ns_stream, move |ns: Namespace| {
             waiting(&c3, Some(&ns.name_any()))
         })
-        .watches_stream(secret_stream, move |s: Secret| {
+        .watches_shared_stream(secret_stream, move |s: Arc<Secret>| {
             let ns = s.namespace().unwrap_or_default();
             let name = s.name_any();
             c4.state()
@@ -173,7 +173,7 @@ pub async fn run(
                 .map(|c| ObjectRef::from_obj(c.as_ref()))
                 .collect::<Vec<_>>()
         })
-        .watches_stream(hd_stream, move |hd: HardwareData| {
+        .watches_shared_stream(hd_stream, move |hd: Arc<HardwareData>| {
             // The host's own HardwareData: its claim copies it.
             let key = ObjectRef::<BareMetalHost>::new(&hd.name_any())
                 .within(&hd.namespace().unwrap_or_default());

@@ -423,24 +423,32 @@ mod tests {
         assert_ne!(settings_ask(&asking), 0);
         let events = vec![
             // Made by the host controller, asking nothing; then its controller's first read.
-            Ok(Event::Init),
-            Ok(Event::InitApply(quiet.clone())),
-            Ok(Event::InitDone),
-            Ok(Event::Apply(quiet.clone())),
+            Event::Init,
+            Event::InitApply(quiet.clone()),
+            Event::InitDone,
+            Event::Apply(quiet.clone()),
             // Validated changes: the host is woken, once.
-            Ok(Event::Apply(asking.clone())),
-            Ok(Event::Apply(asking.clone())),
+            Event::Apply(asking.clone()),
+            Event::Apply(asking.clone()),
             // A new read to compare them with, then the read that shows them made.
-            Ok(Event::Apply(read_again.clone())),
-            Ok(Event::Apply(made.clone())),
+            Event::Apply(read_again.clone()),
+            Event::Apply(made.clone()),
             // Deleted asking nothing; then asked again and deleted while asking.
-            Ok(Event::Delete(made.clone())),
-            Ok(Event::Apply(asking.clone())),
-            Ok(Event::Delete(asking.clone())),
-        ];
+            Event::Delete(made.clone()),
+            Event::Apply(asking.clone()),
+            Event::Delete(asking.clone()),
+        ]
+        .into_iter()
+        .map(|e| match e {
+            Event::Apply(k) => Event::Apply(std::sync::Arc::new(k)),
+            Event::InitApply(k) => Event::InitApply(std::sync::Arc::new(k)),
+            Event::Delete(k) => Event::Delete(std::sync::Arc::new(k)),
+            Event::Init => Event::Init,
+            Event::InitDone => Event::InitDone,
+        });
         let woken: Vec<u64> = futures::executor::block_on(
             crate::shared_watch::ask_changed(futures::stream::iter(events).boxed(), settings_ask)
-                .map(|o| settings_ask(&o.unwrap()))
+                .map(|o| settings_ask(&o))
                 .collect(),
         );
         let (a, r) = (settings_ask(&asking), settings_ask(&read_again));

@@ -21,7 +21,7 @@ use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
 use kube::{Resource, ResourceExt};
 
 use crate::context::Context;
-use crate::shared_watch::Events;
+use crate::shared_watch::{Events, touched};
 use reconcile::JobContext;
 
 /// What should wake a job: spec, finalizers, deletion. Our own status writes do not (each
@@ -78,9 +78,7 @@ pub async fn run(
     });
     tracing::info!("bmcjob controller starting");
     Controller::for_stream(trigger, reader)
-        .watches_stream(host_events.touched_objects(), move |host| {
-            jobs_of(&for_hosts, &host)
-        })
+        .watches_shared_stream(touched(host_events), move |host| jobs_of(&for_hosts, &host))
         .with_config(Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, reconcile::error_policy, jc)

@@ -25,14 +25,13 @@ use ferrometal_api::claim::REMOTE_KUBECONFIG;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::reflector::ObjectRef;
 
 use crate::config::ControllerConfig;
 use crate::events::EventPublisher;
 use crate::forwarding::DataKind;
-use crate::shared_watch::{Events, Watched};
+use crate::shared_watch::{Events, Watched, applied, touched};
 
 /// What the remote claim controller watches (shared with the other controllers).
 pub struct Watches {
@@ -56,7 +55,7 @@ pub async fn run(
         secrets,
     } = watches;
     let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
-    let controller = Controller::for_stream(claim_events.applied_objects(), claims.clone());
+    let controller = Controller::for_shared_stream(applied(claim_events), claims.clone());
     let ctx = Arc::new(RemoteContext {
         events: EventPublisher::new(client.clone(), config.reporter.clone()),
         client: client.clone(),
@@ -69,7 +68,7 @@ pub async fn run(
     tracing::info!("remote claim controller starting");
     controller
         // The kubeconfig and data Secrets of remote claims.
-        .watches_stream(secrets.touched_objects(), move |s: Secret| {
+        .watches_shared_stream(touched(secrets), move |s: Arc<Secret>| {
             let ns = s.namespace().unwrap_or_default();
             let name = s.name_any();
             claims
