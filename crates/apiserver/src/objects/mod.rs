@@ -173,14 +173,19 @@ fn record_update(
     let av = res.api_version();
     let manager = opts.manager.clone();
     let sub = opts.subresource.clone();
-    // A panic in field bookkeeping must not take down a write.
-    let mut candidate = new.clone();
+    // A panic in field bookkeeping must not take down a write: the object is then written
+    // with the managedFields it came with. Bookkeeping changes nothing else in it, so only
+    // those are kept aside, not a copy of the whole object.
+    let sent = new.pointer("/metadata/managedFields").cloned();
     let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        apply::record_update(old, &mut candidate, &manager, now, &av, sub.as_deref());
+        apply::record_update(old, new, &manager, now, &av, sub.as_deref());
     }))
     .is_ok();
-    if ok {
-        *new = candidate;
+    if !ok && let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        match sent {
+            Some(mf) => m.insert("managedFields".into(), mf),
+            None => m.remove("managedFields"),
+        };
     }
 }
 
@@ -338,16 +343,18 @@ impl Core {
         Ok(obj)
     }
 
-    /// Turns a candidate full object (from PUT or a patch) into the ops of an update of `old`.
+    /// Turns a candidate full object (from PUT or a patch) into the ops of an update of `old`;
+    /// `parsed` is `old` as stored, parsed, when the caller has it (a patch parses it first).
     fn prepare_update(
         &self,
         res: &Resource,
         old: &Arc<Stored>,
+        parsed: Option<Value>,
         mut new: Value,
         opts: &WriteOpts,
         applied: bool,
     ) -> Result<(Vec<Op>, Reply), ApiError> {
-        let old_value = old.value();
+        let old_value = parsed.unwrap_or_else(|| old.value());
         let name = meta::name_of(&old_value).to_string();
         let ns = str_at(&old_value, "/metadata/namespace")
             .unwrap_or_default()

@@ -89,8 +89,10 @@ impl Core {
                 if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
                     m.remove("resourceVersion");
                 }
+                // Served as stored, the live object is the stored one parsed: not parsed again.
+                let parsed = crate::render::served_as_stored(res, old).then_some(live);
                 let (ops, reply) =
-                    self.prepare_update(res, old, new, opts, kind == PatchKind::Apply)?;
+                    self.prepare_update(res, old, parsed, new, opts, kind == PatchKind::Apply)?;
                 Ok((ops, (reply, Outcome::Updated)))
             })
             .await?;

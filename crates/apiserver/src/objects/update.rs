@@ -23,7 +23,7 @@ impl Core {
                 let Some(old) = old else {
                     return Err(ApiError::not_found(&res.target(name)));
                 };
-                self.prepare_update(res, old, new.clone(), opts, false)
+                self.prepare_update(res, old, None, new.clone(), opts, false)
             })
             .await?;
         self.after_write(res);
