@@ -306,10 +306,9 @@ mod tests {
         Some(h.finish())
     }
 
-    fn run(
-        filter: fn(Events<ConfigMap>, fn(&ConfigMap) -> Option<u64>) -> Objects<ConfigMap>,
-        events: Vec<Event<ConfigMap>>,
-    ) -> Vec<String> {
+    type Filter = fn(Events<ConfigMap>, fn(&ConfigMap) -> Option<u64>) -> Objects<ConfigMap>;
+
+    fn run(filter: Filter, events: Vec<Event<ConfigMap>>) -> Vec<String> {
         let events = futures::stream::iter(events.into_iter().map(|e| shared(e, None))).boxed();
         futures::executor::block_on(
             filter(events, value_of)
