@@ -8,7 +8,8 @@
 //! there is one) instead of each getting a deep copy, which cost seven copies of every host
 //! change; kube's `Controller` takes such streams (`for_shared_stream`,
 //! `watches_shared_stream`). The cache is updated before any subscriber sees an event, so a
-//! controller woken by a change finds it in the cache.
+//! controller woken by a change finds it in the cache. (kube's own sharing, `reflect_shared`,
+//! passes no deletions and lets one slow subscriber's full buffer hold up the watch for all.)
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -153,7 +154,10 @@ where
 
 /// The event with its object shared: an applied object is the cache's own copy (just written
 /// there by the reflector), anything else is moved into an `Arc`, never copied.
-fn shared<K>(event: watcher::Event<K>, store: Option<&Store<K>>) -> watcher::Event<Arc<K>>
+pub(crate) fn shared<K>(
+    event: watcher::Event<K>,
+    store: Option<&Store<K>>,
+) -> watcher::Event<Arc<K>>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Default + Eq + Hash + Clone,
@@ -175,29 +179,21 @@ where
 }
 
 /// The objects added or changed, as kube's `applied_objects`.
-pub fn applied<K: Send + Sync + 'static>(events: Events<K>) -> Objects<K> {
-    events
-        .filter_map(|event| {
-            future::ready(match event {
-                watcher::Event::Apply(k) | watcher::Event::InitApply(k) => Some(k),
-                _ => None,
-            })
-        })
-        .boxed()
+pub fn applied<K>(events: Events<K>) -> Objects<K>
+where
+    K: Resource + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send,
+{
+    changes(events, |_| None, None, false)
 }
 
 /// The objects added, changed or deleted, as kube's `touched_objects`.
-pub fn touched<K: Send + Sync + 'static>(events: Events<K>) -> Objects<K> {
-    events
-        .filter_map(|event| {
-            future::ready(match event {
-                watcher::Event::Apply(k)
-                | watcher::Event::InitApply(k)
-                | watcher::Event::Delete(k) => Some(k),
-                watcher::Event::Init | watcher::Event::InitDone => None,
-            })
-        })
-        .boxed()
+pub fn touched<K>(events: Events<K>) -> Objects<K>
+where
+    K: Resource + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send,
+{
+    changes(events, |_| None, None, true)
 }
 
 /// Drops what no controller of this process reads: the field managers' bookkeeping, often as
@@ -257,11 +253,13 @@ where
     events
         .filter_map(move |event| {
             let out = match event {
-                watcher::Event::Apply(k) | watcher::Event::InitApply(k) => {
-                    let key = reflector::ObjectRef::from_obj(&*k);
-                    match trigger(&k) {
-                        Some(h) if seen.get(&key).copied().or(quiet) == Some(h) => None,
-                        Some(h) => {
+                watcher::Event::Apply(k) | watcher::Event::InitApply(k) => match trigger(&k) {
+                    None => Some(k),
+                    Some(h) => {
+                        let key = reflector::ObjectRef::from_obj(&*k);
+                        if seen.get(&key).copied().or(quiet) == Some(h) {
+                            None
+                        } else {
                             if Some(h) == quiet {
                                 seen.remove(&key);
                             } else {
@@ -269,9 +267,8 @@ where
                             }
                             Some(k)
                         }
-                        None => Some(k),
                     }
-                }
+                },
                 watcher::Event::Delete(k) => {
                     let remembered = seen.remove(&reflector::ObjectRef::from_obj(&*k));
                     (deletions && (quiet.is_none() || remembered.is_some())).then_some(k)

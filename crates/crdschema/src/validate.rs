@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::error::{FieldError, Reason};
 use crate::formats;
 use crate::node::{Additional, ListType, Node, Type};
-use crate::path::{Path, Rendered};
+use crate::path::Path;
 use crate::value::{correlate, json_eq, json_type, type_matches};
 use crate::wording::{fmt_num, fmt_value, quote};
 
@@ -110,24 +110,18 @@ fn validate_at(n: &Node, v: &Value, path: &Path, errs: &mut Vec<FieldError>, at:
     }
 
     match v {
-        Value::String(s) => validate_string(n, s, v, path, &p, errs),
-        Value::Number(num) => validate_number(n, num, v, path, &p, errs),
+        Value::String(s) => validate_string(n, s, v, path, errs),
+        Value::Number(num) => validate_number(n, num, v, path, errs),
         Value::Array(items) => validate_array(n, items, path, errs, at),
         Value::Object(obj) => validate_object(n, obj, path, errs, at),
         _ => {}
     }
 
-    validate_junctors(n, v, path, &p, errs, at);
+    validate_junctors(n, v, path, errs, at);
 }
 
-fn validate_string(
-    n: &Node,
-    s: &str,
-    v: &Value,
-    path: &Path,
-    p: &Rendered<'_>,
-    errs: &mut Vec<FieldError>,
-) {
+fn validate_string(n: &Node, s: &str, v: &Value, path: &Path, errs: &mut Vec<FieldError>) {
+    let p = path.openapi();
     if let Some(format) = &n.format
         && !formats::check_string(format, s)
     {
@@ -176,9 +170,9 @@ fn validate_number(
     num: &serde_json::Number,
     v: &Value,
     path: &Path,
-    p: &Rendered<'_>,
     errs: &mut Vec<FieldError>,
 ) {
+    let p = path.openapi();
     let Some(x) = num.as_f64() else {
         return;
     };
@@ -417,14 +411,8 @@ fn validate_object(
     }
 }
 
-fn validate_junctors(
-    n: &Node,
-    v: &Value,
-    path: &Path,
-    p: &Rendered<'_>,
-    errs: &mut Vec<FieldError>,
-    at: At,
-) {
+fn validate_junctors(n: &Node, v: &Value, path: &Path, errs: &mut Vec<FieldError>, at: At) {
+    let p = path.openapi();
     // The subschemas see the same value, with the same old value.
     let sub = At {
         depth: at.depth + 1,

@@ -439,13 +439,7 @@ mod tests {
             Event::Delete(asking.clone()),
         ]
         .into_iter()
-        .map(|e| match e {
-            Event::Apply(k) => Event::Apply(std::sync::Arc::new(k)),
-            Event::InitApply(k) => Event::InitApply(std::sync::Arc::new(k)),
-            Event::Delete(k) => Event::Delete(std::sync::Arc::new(k)),
-            Event::Init => Event::Init,
-            Event::InitDone => Event::InitDone,
-        });
+        .map(|e| crate::shared_watch::shared(e, None));
         let woken: Vec<u64> = futures::executor::block_on(
             crate::shared_watch::ask_changed(futures::stream::iter(events).boxed(), settings_ask)
                 .map(|o| settings_ask(&o))
