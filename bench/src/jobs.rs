@@ -1,7 +1,13 @@
 //! BMCJobs at scale: N hosts on the built-in emulator, all available and on, then one
 //! three-task job per host created at once (power off, PXE once, power on). Wall time until
 //! every job ended, BMC requests per job (tasks and restore), and job latency from the
-//! client's create to the moment its watch saw the job end.
+//! client's create to the moment its watch saw the job end, and serve's CPU in that window.
+//!
+//! The jobs start once the fleet has settled: every host's HostFirmwareSettings and
+//! HostFirmwareComponents read (their first reads come after registration and, at 1,000
+//! hosts, run several seconds past "available"). `--unsettled` starts them as soon as the
+//! hosts are available and on, the way this scenario measured before, so the two can be
+//! compared: the figure then includes the fleet's enrollment tail.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,7 +21,9 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::common::*;
+use crate::procfs;
 use crate::stats::{Row, ratio, secs, summarize};
+use crate::writes::{EventWrites, resource_version};
 
 pub struct Opts {
     pub hosts: usize,
@@ -24,6 +32,7 @@ pub struct Opts {
     pub serve_args: Vec<String>,
     pub ferrometal: Option<std::path::PathBuf>,
     pub keep: bool,
+    pub unsettled: bool,
 }
 
 const NAMESPACE: &str = "default";
@@ -112,7 +121,23 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         secs(started.elapsed().as_secs_f64())
     ));
 
+    if !o.unsettled {
+        wait_settled(&client, o.hosts, deadline).await?;
+        say(&format!(
+            "firmware objects of {} hosts read after {}",
+            o.hosts,
+            secs(started.elapsed().as_secs_f64())
+        ));
+    }
+
     // The jobs, all at once.
+    let cpu_before = procfs::read(serve.pid()).unwrap_or_default().cpu_secs;
+    let any: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::erase::<BMCJob>(&()),
+    );
+    let rv_before = resource_version(&any).await;
+    let event_writes = EventWrites::start(&client, rv_before);
     let (ends, jobs_watch) = watch_jobs(&client);
     emu.reset_counters();
     let jobs: Api<BMCJob> = Api::namespaced(client.clone(), NAMESPACE);
@@ -161,6 +186,14 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let wall = t0.elapsed();
+    let cpu = procfs::read(serve.pid()).unwrap_or_default().cpu_secs - cpu_before;
+    let rv_after = resource_version(&any).await;
+    let writes = rv_after.saturating_sub(rv_before);
+    let events = event_writes.between(rv_before, rv_after).await;
+    if events.is_none() {
+        say("the Event watch lost its place: Events are counted as durable writes");
+    }
+    let events = events.unwrap_or(0);
     watch.abort();
     jobs_watch.abort();
     let counters = emu.counters();
@@ -208,6 +241,29 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
         ),
         Row::new("job latency p99", secs(lat.p99_ms / 1000.0), ""),
         Row::new("job latency max", secs(lat.max_ms / 1000.0), ""),
+        Row::new(
+            "serve CPU, first create -> last end",
+            secs(cpu),
+            format!("{:.1} ms per job", cpu * 1000.0 / o.hosts as f64),
+        ),
+        Row::new(
+            "API writes per job",
+            format!("{:.2}", ratio(writes as f64, o.hosts as f64)),
+            format!(
+                "{:.2} durable (the bench's creates included), {:.2} Events",
+                ratio(writes.saturating_sub(events) as f64, o.hosts as f64),
+                ratio(events as f64, o.hosts as f64)
+            ),
+        ),
+        Row::new(
+            "started",
+            if o.unsettled { "unsettled" } else { "settled" },
+            if o.unsettled {
+                "hosts available and on, firmware reads may still run"
+            } else {
+                "every host's firmware objects read"
+            },
+        ),
     ];
     finish(
         "jobs",
@@ -220,7 +276,58 @@ pub async fn run(o: Opts) -> anyhow::Result<()> {
             "wall_s": wall.as_secs_f64(),
             "bmc_requests_per_job": per_job,
             "latency_ms": lat,
+            "serve_cpu_s": cpu,
+            "api_writes": writes,
+            "event_writes": events,
+            "settled": !o.unsettled,
             "serve_args": o.serve_args,
         }),
     )
+}
+
+/// Waits until `n` HostFirmwareSettings and `n` HostFirmwareComponents report their first read
+/// (their read condition True): the BMC reads every registered host gets, which would otherwise
+/// share the BMCs and serve's CPU with the jobs.
+async fn wait_settled(client: &kube::Client, n: usize, deadline: Instant) -> anyhow::Result<()> {
+    use ferrometal_api::firmware::{
+        HostFirmwareComponents, HostFirmwareSettings, SETTINGS_READ, VERSIONS_READ,
+    };
+    fn read(conditions: &[ferrometal_api::Condition], kind: &str) -> bool {
+        conditions
+            .iter()
+            .any(|c| c.type_ == kind && c.status == "True")
+    }
+    let settings: Api<HostFirmwareSettings> = Api::namespaced(client.clone(), NAMESPACE);
+    let components: Api<HostFirmwareComponents> = Api::namespaced(client.clone(), NAMESPACE);
+    loop {
+        let s = settings.list(&Default::default()).await?;
+        let c = components.list(&Default::default()).await?;
+        let done_s = s
+            .items
+            .iter()
+            .filter(|o| {
+                o.status
+                    .as_ref()
+                    .is_some_and(|st| read(&st.conditions, SETTINGS_READ))
+            })
+            .count();
+        let done_c = c
+            .items
+            .iter()
+            .filter(|o| {
+                o.status
+                    .as_ref()
+                    .is_some_and(|st| read(&st.conditions, VERSIONS_READ))
+            })
+            .count();
+        if done_s >= n && done_c >= n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "firmware objects never all read: settings {done_s}/{n}, components {done_c}/{n}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

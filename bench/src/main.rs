@@ -24,6 +24,7 @@ mod stats;
 mod vmlab;
 mod vs_ironic;
 mod vs_ironic_deploy;
+mod writes;
 
 use std::path::PathBuf;
 
@@ -144,6 +145,10 @@ enum Scenario {
     Jobs {
         #[command(flatten)]
         fleet: Fleet,
+        /// Start the jobs as soon as the hosts are available and on, without waiting for
+        /// every host's firmware objects to be read first.
+        #[arg(long)]
+        unsettled: bool,
     },
     /// Crash under load: N hosts provision while serve is killed with SIGKILL K times; fails
     /// on any repeated destructive BMC action, revision going backwards or watch disorder.
@@ -327,7 +332,7 @@ async fn main() -> std::process::ExitCode {
             .await
         }
         Scenario::Cel { iterations } => cel::run(cel::Opts { iterations }),
-        Scenario::Jobs { fleet } => {
+        Scenario::Jobs { fleet, unsettled } => {
             jobs::run(jobs::Opts {
                 hosts: fleet.hosts.max(1),
                 concurrency: fleet.concurrency,
@@ -335,6 +340,7 @@ async fn main() -> std::process::ExitCode {
                 serve_args: fleet.serve_args,
                 ferrometal: cli.ferrometal,
                 keep: cli.keep,
+                unsettled,
             })
             .await
         }

@@ -204,6 +204,9 @@ pub const CHANGE_DETECTED: &str = "ChangeDetected";
 /// as read (False while they cannot be read, Unknown once the host changed its firmware and
 /// until they are read again).
 pub const SETTINGS_READ: &str = "ferrometal.io/SettingsRead";
+/// ferrometal's condition on HostFirmwareComponents: False while the BMC's versions cannot be
+/// read, with the reason.
+pub const VERSIONS_READ: &str = "ferrometal.io/VersionsRead";
 /// The reason of `SettingsRead=Unknown` after the host's firmware was updated.
 pub const FIRMWARE_UPDATED: &str = "FirmwareUpdated";
 

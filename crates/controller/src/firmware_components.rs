@@ -32,9 +32,7 @@ use crate::conditions::{self, set_condition};
 use crate::host_bmc::{self, ReadContext, ReadError, Reads, Taken};
 use crate::shared_watch::{Watched, applied, changed_or_gone};
 
-pub use ferrometal_api::firmware::{CHANGE_DETECTED, VALID};
-/// ferrometal's condition: False while the BMC's versions cannot be read, with the reason.
-pub const READ: &str = "ferrometal.io/VersionsRead";
+pub use ferrometal_api::firmware::{CHANGE_DETECTED, VALID, VERSIONS_READ as READ};
 const REFRESH: Duration = Duration::from_secs(600);
 
 /// metal3's rule for the components an update may name.
