@@ -464,4 +464,29 @@ async fn the_example_reimage_job_gives_a_live_iso_host_its_image_back() {
     for (i, n) in notes.iter().enumerate() {
         assert!(n.starts_with(&format!("task {}: ", i + 1)), "{notes:?}");
     }
+
+    // The host has the job's start and end (written before the host was released); the tasks'
+    // steps stay on the job.
+    let mut on_host: Vec<String> = stack
+        .events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("node-0"))
+        .filter(|e| {
+            e.note
+                .as_deref()
+                .unwrap_or_default()
+                .starts_with(&format!("job {name}: "))
+        })
+        .map(|e| e.reason.unwrap_or_default())
+        .collect();
+    on_host.sort();
+    assert_eq!(
+        on_host,
+        ["BMCJobJobCompleted", "BMCJobJobStarted"],
+        "{on_host:?}"
+    );
 }

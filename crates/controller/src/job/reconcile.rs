@@ -487,17 +487,25 @@ async fn publish(ctx: &Context, job: &BMCJob, host: Option<&BareMetalHost>, even
         .collect();
     ctx.events.publish_about(job, &events).await;
     if let Some(h) = host {
-        let name = job.name_any();
-        let on_host: Vec<HostEvent> = events
-            .into_iter()
-            .map(|mut e| {
-                e.reason = format!("BMCJob{}", e.reason);
-                e.note = format!("job {name}: {}", e.note);
-                e
-            })
-            .collect();
+        let on_host = on_host(&job.name_any(), &events);
         ctx.events.publish_about(h, &on_host).await;
     }
+}
+
+/// What of a job's Events its host gets too: the job's start and end, and every warning; the
+/// tasks' own progress stays on the job. Each Event is a write to the API server, and a
+/// thousand jobs' task steps on their hosts doubled them for what `kubectl describe bmcjob`
+/// already shows.
+pub fn on_host(job: &str, events: &[HostEvent]) -> Vec<HostEvent> {
+    events
+        .iter()
+        .filter(|e| e.warning || matches!(&*e.reason, "JobStarted" | "JobCompleted" | "JobFailed"))
+        .map(|e| HostEvent {
+            warning: e.warning,
+            reason: format!("BMCJob{}", e.reason),
+            note: format!("job {job}: {}", e.note),
+        })
+        .collect()
 }
 
 /// Hands the host back to the host controller if this job holds it.
@@ -540,4 +548,46 @@ async fn ttl(jobs: &Api<BMCJob>, job: &BMCJob, status: &BMCJobStatus) -> Result<
         Err(e) => return Err(e.into()),
     }
     Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(warning: bool, reason: &str) -> HostEvent {
+        HostEvent {
+            warning,
+            reason: reason.into(),
+            note: format!("{reason} note"),
+        }
+    }
+
+    #[test]
+    fn a_host_gets_its_jobs_start_end_and_warnings_not_their_task_steps() {
+        let all = [
+            event(false, "JobStarted"),
+            event(false, "TaskStarted"),
+            event(false, "TaskSucceeded"),
+            event(true, "TaskFailed"),
+            event(false, "RestoreSucceeded"),
+            event(true, "RestoreFailed"),
+            event(false, "JobCompleted"),
+            event(true, "JobFailed"),
+        ];
+        let kept: Vec<(bool, String, String)> = on_host("reimage", &all)
+            .into_iter()
+            .map(|e| (e.warning, e.reason, e.note))
+            .collect();
+        let want = |w: bool, r: &str| (w, format!("BMCJob{r}"), format!("job reimage: {r} note"));
+        assert_eq!(
+            kept,
+            vec![
+                want(false, "JobStarted"),
+                want(true, "TaskFailed"),
+                want(true, "RestoreFailed"),
+                want(false, "JobCompleted"),
+                want(true, "JobFailed"),
+            ]
+        );
+    }
 }
