@@ -44,6 +44,15 @@ pub trait Bmc: Send + Sync {
             what: "reading the boot override".into(),
         })
     }
+    /// The power state and the boot override from one reading, where the BMC reports both in
+    /// one document (Redfish's ComputerSystem): a job that confirms one task and reads the
+    /// boot override for the next asks the BMC once. Unsupported elsewhere: read them apart.
+    async fn power_and_boot(&self) -> Result<(PowerState, Option<BootOverride>), BmcError> {
+        Err(BmcError::Unsupported {
+            bmc: self.endpoint().to_string(),
+            what: "reading power and boot override together".into(),
+        })
+    }
     /// Clears a boot source override (Redfish `BootSourceOverrideEnabled: Disabled`).
     async fn clear_boot(&self) -> Result<(), BmcError> {
         Err(BmcError::Unsupported {

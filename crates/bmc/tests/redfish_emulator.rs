@@ -169,6 +169,33 @@ async fn boot_override_once_and_virtual_media_through_the_manager() {
 }
 
 #[tokio::test]
+async fn power_and_boot_override_come_from_one_reading() {
+    let emu = emulator(EmulatorConfig {
+        systems: 1,
+        ..Default::default()
+    })
+    .await;
+    let bmc = client(&emu, 0, BmcOptions::default());
+    let wanted = BootOverride {
+        device: BootDevice::Cd,
+        once: true,
+        mode: Some(BootMode::Uefi),
+    };
+    bmc.set_boot(wanted).await.unwrap();
+    let gets = || emu.counters().by_method.get;
+    let before = gets();
+    let (power, boot) = bmc.power_and_boot().await.unwrap();
+    assert_eq!(gets(), before + 1, "one GET for both");
+    assert_eq!(boot, Some(wanted));
+    assert_eq!(power.to_string(), emu.state(0).power_state.as_str());
+    // The same answers as the two reads apart.
+    assert_eq!(power, bmc.power_state().await.unwrap());
+    assert_eq!(boot, bmc.boot_override().await.unwrap());
+    bmc.clear_boot().await.unwrap();
+    assert_eq!(bmc.power_and_boot().await.unwrap().1, None);
+}
+
+#[tokio::test]
 async fn inventory_is_complete_and_cheap() {
     let emu = emulator(EmulatorConfig {
         systems: 3,

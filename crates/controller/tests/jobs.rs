@@ -71,6 +71,19 @@ fn condition_true(j: &BMCJob, type_: &str) -> Option<String> {
         .map(|c| c.message.clone())
 }
 
+/// The Events regarding the object called `name`.
+async fn events_about(stack: &Stack, name: &str) -> Vec<k8s_openapi::api::events::v1::Event> {
+    stack
+        .events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect()
+}
+
 async fn emulator() -> Emulator {
     Emulator::start(
         EmulatorConfig {
@@ -443,14 +456,9 @@ async fn the_example_reimage_job_gives_a_live_iso_host_its_image_back() {
     // One TaskStarted Event per task, each naming its task.
     let mut notes: Vec<String> = Vec::new();
     for _ in 0..200 {
-        notes = stack
-            .events
-            .list(&Default::default())
+        notes = events_about(&stack, &name)
             .await
-            .unwrap()
-            .items
             .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&*name))
             .filter(|e| e.reason.as_deref() == Some("TaskStarted"))
             .map(|e| e.note.unwrap_or_default())
             .collect();
@@ -467,14 +475,9 @@ async fn the_example_reimage_job_gives_a_live_iso_host_its_image_back() {
 
     // The host has the job's start and end (written before the host was released); the tasks'
     // steps stay on the job.
-    let mut on_host: Vec<String> = stack
-        .events
-        .list(&Default::default())
+    let mut on_host: Vec<String> = events_about(&stack, "node-0")
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("node-0"))
         .filter(|e| {
             e.note
                 .as_deref()

@@ -391,6 +391,19 @@ pub trait Provisioner: Send + Sync + 'static {
         ))
     }
 
+    /// The power state and the boot override from one BMC reading, where the protocol has
+    /// both in one document; Unsupported means: ask `power_state` and `boot_settings` apart.
+    async fn power_and_boot(&self, host: &HostInfo) -> Result<(PowerState, Option<BootOverride>)> {
+        Err(ProvisionerError::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} provisioner reads power and boot override apart (host {})",
+                self.name(),
+                host.key
+            ),
+        ))
+    }
+
     /// Put back an override read with `boot_settings` (`None` clears).
     async fn restore_boot(&self, host: &HostInfo, saved: Option<BootOverride>) -> Result<()> {
         match saved {

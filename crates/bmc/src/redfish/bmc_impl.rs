@@ -151,34 +151,13 @@ impl Bmc for RedfishBmc {
     }
 
     async fn boot_override(&self) -> Result<Option<BootOverride>, BmcError> {
+        Ok(boot_override_of(&self.get_system().await?))
+    }
+
+    async fn power_and_boot(&self) -> Result<(PowerState, Option<BootOverride>), BmcError> {
         let system = self.get_system().await?;
-        let boot = &system["Boot"];
-        let enabled = boot["BootSourceOverrideEnabled"]
-            .as_str()
-            .unwrap_or("Disabled");
-        let target = boot["BootSourceOverrideTarget"].as_str().unwrap_or("None");
-        if enabled == "Disabled" {
-            return Ok(None);
-        }
-        let device = match target {
-            "Pxe" => BootDevice::Pxe,
-            "Hdd" => BootDevice::Hdd,
-            "Cd" => BootDevice::Cd,
-            "BiosSetup" => BootDevice::BiosSetup,
-            "UefiHttp" => BootDevice::UefiHttp,
-            // "None" and targets we never set: nothing of ours to put back.
-            _ => return Ok(None),
-        };
-        let mode = match boot["BootSourceOverrideMode"].as_str() {
-            Some("UEFI") => Some(BootMode::Uefi),
-            Some("Legacy") => Some(BootMode::Legacy),
-            _ => None,
-        };
-        Ok(Some(BootOverride {
-            device,
-            once: enabled == "Once",
-            mode,
-        }))
+        let power = PowerState::parse_lenient(system["PowerState"].as_str().unwrap_or_default());
+        Ok((power, boot_override_of(&system)))
     }
 
     async fn clear_boot(&self) -> Result<(), BmcError> {
@@ -441,4 +420,35 @@ impl Bmc for RedfishBmc {
     async fn logout(&self) -> Result<(), BmcError> {
         self.transport.logout().await
     }
+}
+
+/// The boot override a ComputerSystem reports (`None`: none, or a target we never set).
+fn boot_override_of(system: &serde_json::Value) -> Option<BootOverride> {
+    let boot = &system["Boot"];
+    let enabled = boot["BootSourceOverrideEnabled"]
+        .as_str()
+        .unwrap_or("Disabled");
+    let target = boot["BootSourceOverrideTarget"].as_str().unwrap_or("None");
+    if enabled == "Disabled" {
+        return None;
+    }
+    let device = match target {
+        "Pxe" => BootDevice::Pxe,
+        "Hdd" => BootDevice::Hdd,
+        "Cd" => BootDevice::Cd,
+        "BiosSetup" => BootDevice::BiosSetup,
+        "UefiHttp" => BootDevice::UefiHttp,
+        // "None" and targets we never set: nothing of ours to put back.
+        _ => return None,
+    };
+    let mode = match boot["BootSourceOverrideMode"].as_str() {
+        Some("UEFI") => Some(BootMode::Uefi),
+        Some("Legacy") => Some(BootMode::Legacy),
+        _ => None,
+    };
+    Some(BootOverride {
+        device,
+        once: enabled == "Once",
+        mode,
+    })
 }

@@ -184,6 +184,9 @@ pub async fn reconcile(job: Arc<BMCJob>, jc: Arc<JobContext>) -> Result<Action, 
     let mut current = status.clone();
     let mut events = Vec::new();
     let mut reads = 0;
+    // One BMC reading answers a power look and a boot look alike (see `read`); no action is
+    // sent between two looks of one reconcile, so the second may use the first's reading.
+    let mut system = None;
     let mut seen = None;
     let mut rv = job.resource_version();
     let mut out;
@@ -219,7 +222,7 @@ pub async fn reconcile(job: Arc<BMCJob>, jc: Arc<JobContext>) -> Result<Action, 
                 info = Some(target(ctx, h).await);
             }
             seen = Some(match info.as_ref() {
-                Some(Ok(i)) => read(ctx, i, look).await,
+                Some(Ok(i)) => read(ctx, i, look, &mut system).await,
                 Some(Err(e)) => Seen::Error(e.message.clone()),
                 None => unreachable!("set above"),
             });
@@ -320,7 +323,36 @@ async fn target(ctx: &Context, host: &BareMetalHost) -> Result<HostInfo, Provisi
     host_info(host, creds.as_ref())
 }
 
-async fn read(ctx: &Context, info: &HostInfo, look: Look) -> Seen {
+/// What one reading of the host's system said: its power and its boot override.
+type SystemReading = (
+    ferrometal_bmc::PowerState,
+    Option<ferrometal_bmc::BootOverride>,
+);
+
+/// Reads what `look` asks for. A power or boot look reads both where the backend has them in
+/// one document (Redfish) and keeps the reading in `system` for the reconcile's next look: a
+/// task's power confirmation and the next task's boot reading are one request, not two.
+async fn read(
+    ctx: &Context,
+    info: &HostInfo,
+    look: Look,
+    system: &mut Option<SystemReading>,
+) -> Seen {
+    if matches!(look, Look::Power | Look::Boot) {
+        if system.is_none() {
+            match ctx.bmc(info, ctx.provisioner.power_and_boot(info)).await {
+                Ok(r) => *system = Some(r),
+                Err(e) if e.kind == ErrorKind::Unsupported => {}
+                Err(e) => return Seen::Error(e.message),
+            }
+        }
+        if let Some((power, boot)) = system {
+            return match look {
+                Look::Power => Seen::Power(*power),
+                _ => Seen::Boot(boot.map(saved_boot)),
+            };
+        }
+    }
     let r = ctx.bmc(info, read_bmc(ctx, info, look)).await;
     r.unwrap_or_else(|e| Seen::Error(e.message))
 }

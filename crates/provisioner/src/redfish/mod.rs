@@ -312,6 +312,13 @@ impl Provisioner for RedfishProvisioner {
         Ok(bmc.boot_override().await?)
     }
 
+    async fn power_and_boot(&self, host: &HostInfo) -> Result<(PowerState, Option<BootOverride>)> {
+        let (mut st, bmc) = self.session(host).await?;
+        let (power, boot) = bmc.power_and_boot().await?;
+        Self::observed_power(&mut st, power);
+        Ok((power, boot))
+    }
+
     async fn restore_boot(&self, host: &HostInfo, saved: Option<BootOverride>) -> Result<()> {
         let (_st, bmc) = self.session(host).await?;
         match saved {

@@ -23,10 +23,15 @@ impl RedfishProvisioner {
         bmc: &dyn Bmc,
     ) -> Result<PowerState> {
         let now = bmc.power_state().await?;
+        Self::observed_power(st, now);
+        Ok(now)
+    }
+
+    /// A power action in flight ends when the BMC shows its target state.
+    pub(super) fn observed_power(st: &mut HostState, now: PowerState) {
         if st.in_flight.is_some_and(|f| f.target() == now) {
             st.in_flight = None;
         }
-        Ok(now)
     }
 
     /// Issues `action` once, remembering it as the BMC's one action in flight.
