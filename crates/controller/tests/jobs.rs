@@ -11,7 +11,7 @@ use ferrometal_api::job::{BMCJob, JobPhase, TaskState};
 use ferrometal_api::{BareMetalHost, ProvisioningState as S};
 use ferrometal_emulator::{Emulator, EmulatorConfig, Fault};
 use ferrometal_provisioner::redfish::{RedfishOptions, RedfishProvisioner};
-use ferrometal_test_support::peers;
+use ferrometal_test_support::{peers, poll};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use stack::Stack;
@@ -69,19 +69,6 @@ fn condition_true(j: &BMCJob, type_: &str) -> Option<String> {
         .iter()
         .find(|c| c.type_ == type_ && c.status == "True")
         .map(|c| c.message.clone())
-}
-
-/// The Events regarding the object called `name`.
-async fn events_about(stack: &Stack, name: &str) -> Vec<k8s_openapi::api::events::v1::Event> {
-    stack
-        .events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .collect()
 }
 
 async fn emulator() -> Emulator {
@@ -456,7 +443,7 @@ async fn the_example_reimage_job_gives_a_live_iso_host_its_image_back() {
     // One TaskStarted Event per task, each naming its task.
     let mut notes: Vec<String> = Vec::new();
     for _ in 0..200 {
-        notes = events_about(&stack, &name)
+        notes = poll::host_events(&stack.events, &name)
             .await
             .into_iter()
             .filter(|e| e.reason.as_deref() == Some("TaskStarted"))
@@ -475,7 +462,7 @@ async fn the_example_reimage_job_gives_a_live_iso_host_its_image_back() {
 
     // The host has the job's start and end (written before the host was released); the tasks'
     // steps stay on the job.
-    let mut on_host: Vec<String> = events_about(&stack, "node-0")
+    let mut on_host: Vec<String> = poll::host_events(&stack.events, "node-0")
         .await
         .into_iter()
         .filter(|e| {
