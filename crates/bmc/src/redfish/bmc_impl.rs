@@ -21,10 +21,7 @@ impl Bmc for RedfishBmc {
     }
 
     async fn power_state(&self) -> Result<PowerState, BmcError> {
-        let system = self.get_system().await?;
-        Ok(PowerState::parse_lenient(
-            system["PowerState"].as_str().unwrap_or_default(),
-        ))
+        Ok(power_of(&self.get_system().await?))
     }
 
     async fn power(&self, action: PowerAction) -> Result<(), BmcError> {
@@ -156,8 +153,7 @@ impl Bmc for RedfishBmc {
 
     async fn power_and_boot(&self) -> Result<(PowerState, Option<BootOverride>), BmcError> {
         let system = self.get_system().await?;
-        let power = PowerState::parse_lenient(system["PowerState"].as_str().unwrap_or_default());
-        Ok((power, boot_override_of(&system)))
+        Ok((power_of(&system), boot_override_of(&system)))
     }
 
     async fn clear_boot(&self) -> Result<(), BmcError> {
@@ -420,6 +416,11 @@ impl Bmc for RedfishBmc {
     async fn logout(&self) -> Result<(), BmcError> {
         self.transport.logout().await
     }
+}
+
+/// The power state a ComputerSystem reports.
+fn power_of(system: &serde_json::Value) -> PowerState {
+    PowerState::parse_lenient(system["PowerState"].as_str().unwrap_or_default())
 }
 
 /// The boot override a ComputerSystem reports (`None`: none, or a target we never set).

@@ -186,7 +186,7 @@ pub async fn reconcile(job: Arc<BMCJob>, jc: Arc<JobContext>) -> Result<Action, 
     let mut reads = 0;
     // One BMC reading answers a power look and a boot look alike (see `read`); no action is
     // sent between two looks of one reconcile, so the second may use the first's reading.
-    let mut system = None;
+    let mut system = Reading::NotYet;
     let mut seen = None;
     let mut rv = job.resource_version();
     let mut out;
@@ -323,30 +323,30 @@ async fn target(ctx: &Context, host: &BareMetalHost) -> Result<HostInfo, Provisi
     host_info(host, creds.as_ref())
 }
 
-/// What one reading of the host's system said: its power and its boot override.
-type SystemReading = (
-    ferrometal_bmc::PowerState,
-    Option<ferrometal_bmc::BootOverride>,
-);
+/// What this reconcile learned of reading the host's power and boot override together.
+enum Reading {
+    NotYet,
+    /// The backend reads them apart (IPMI, Ironic): each look is its own request.
+    Apart,
+    Both(
+        ferrometal_bmc::PowerState,
+        Option<ferrometal_bmc::BootOverride>,
+    ),
+}
 
 /// Reads what `look` asks for. A power or boot look reads both where the backend has them in
 /// one document (Redfish) and keeps the reading in `system` for the reconcile's next look: a
 /// task's power confirmation and the next task's boot reading are one request, not two.
-async fn read(
-    ctx: &Context,
-    info: &HostInfo,
-    look: Look,
-    system: &mut Option<SystemReading>,
-) -> Seen {
+async fn read(ctx: &Context, info: &HostInfo, look: Look, system: &mut Reading) -> Seen {
     if matches!(look, Look::Power | Look::Boot) {
-        if system.is_none() {
+        if let Reading::NotYet = system {
             match ctx.bmc(info, ctx.provisioner.power_and_boot(info)).await {
-                Ok(r) => *system = Some(r),
-                Err(e) if e.kind == ErrorKind::Unsupported => {}
+                Ok((power, boot)) => *system = Reading::Both(power, boot),
+                Err(e) if e.kind == ErrorKind::Unsupported => *system = Reading::Apart,
                 Err(e) => return Seen::Error(e.message),
             }
         }
-        if let Some((power, boot)) = system {
+        if let Reading::Both(power, boot) = system {
             return match look {
                 Look::Power => Seen::Power(*power),
                 _ => Seen::Boot(boot.map(saved_boot)),
@@ -528,7 +528,7 @@ async fn publish(ctx: &Context, job: &BMCJob, host: Option<&BareMetalHost>, even
 /// tasks' own progress stays on the job. Each Event is a write to the API server, and a
 /// thousand jobs' task steps on their hosts doubled them for what `kubectl describe bmcjob`
 /// already shows.
-pub fn on_host(job: &str, events: &[HostEvent]) -> Vec<HostEvent> {
+fn on_host(job: &str, events: &[HostEvent]) -> Vec<HostEvent> {
     events
         .iter()
         .filter(|e| e.warning || matches!(&*e.reason, "JobStarted" | "JobCompleted" | "JobFailed"))
