@@ -845,7 +845,10 @@ cmd_wait() {
   log=$(vm_field "${args[0]}" 5)
   [ -n "$log" ] || die "no VM ${args[0]} in this lab"
   while :; do
-    line=$(tail -c +$((after + 1)) "$log" 2>/dev/null | tr -d '\r' | grep -a -m1 -F -- "${args[1]}") && { echo "$line"; return 0; }
+    # Complete lines only: a line the VM is still printing would be read without its end.
+    line=$(tail -c +$((after + 1)) "$log" 2>/dev/null | tr -d '\r' |
+      TEXT=${args[1]} perl -ne 'if (/\n\z/ && index($_, $ENV{TEXT}) >= 0) { print; exit }') || true
+    [ -n "$line" ] && { echo "$line"; return 0; }
     [ $SECONDS -lt $end ] || die "no '${args[1]}' in $log after ${timeout}s"
     [ -f "$STATE/lab.env" ] || die "the lab in $STATE was taken down"
     sleep 0.2

@@ -67,10 +67,16 @@ fn is_true(c: &Value, type_: &str) -> bool {
     condition(c, type_).is_some_and(|x| x["status"] == "True")
 }
 
-/// The console lines past byte `after` holding `text`.
+/// The complete console lines past byte `after` holding `text`. A line the VM is still
+/// printing is left out: read half-written, it would be checked without its end.
 fn console_lines(log: &PathBuf, after: usize, text: &str) -> Vec<String> {
     let bytes = std::fs::read(log).unwrap_or_default();
-    let tail = String::from_utf8_lossy(bytes.get(after..).unwrap_or_default()).replace('\r', "");
+    let tail = bytes.get(after..).unwrap_or_default();
+    let complete = tail
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |end| end + 1);
+    let tail = String::from_utf8_lossy(&tail[..complete]).replace('\r', "");
     tail.lines()
         .filter(|l| l.contains(text))
         .map(str::to_string)
