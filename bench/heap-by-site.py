@@ -11,6 +11,7 @@ grouped by what that code holds (bench/RESULTS.md, "Issue 29, round 12"):
 """
 
 import collections
+import pathlib
 import re
 import sys
 
@@ -38,13 +39,33 @@ def records(path):
         yield cost, frames
 
 
+def shared_watch_lines():
+    """Where in shared_watch.rs the watch loop reads its next event (what it allocates is the
+    watched objects, deserialized into the reflector stores) and which lines `changes` spans
+    (each controller's map of every object's last trigger). Read from the source, which must
+    be the one the profiled binary was built from."""
+    source = pathlib.Path(__file__).resolve().parent.parent / "crates/controller/src/shared_watch.rs"
+    lines = source.read_text().splitlines()
+    loop = next(n for n, l in enumerate(lines, 1) if "events.next().await" in l)
+    start = next(n for n, l in enumerate(lines, 1) if l.startswith("fn changes<"))
+    end = next(n for n, l in enumerate(lines, 1) if n > start and l == "}")
+    return loop, range(start, end + 1)
+
+
+WATCH_LOOP, CHANGE_FILTER = shared_watch_lines()
+
+
+def line_of(frame, file):
+    """The line number of `frame` if it is in `file`, else None."""
+    name, _, line = frame.rpartition(":")
+    return int(line) if name == file and line.isdigit() else None
+
+
 def group(frames):
-    # The watch loop's line in shared_watch.rs as of fd463cc (`events.next().await` in `run`):
-    # what it allocates is the watched objects, deserialized into the reflector stores.
-    if any(f.startswith("controller/shared_watch.rs:131") for f in frames):
+    watch = [line_of(f, "controller/shared_watch.rs") for f in frames]
+    if WATCH_LOOP in watch:
         return "typed caches (watch events into the reflector stores)"
-    # Lines 241-289 there: `changes`, the per-controller map of each object's last trigger.
-    if any(f.startswith("controller/shared_watch.rs:2") for f in frames):
+    if any(n in CHANGE_FILTER for n in watch if n is not None):
         return "controllers' change filters"
     first = frames[0] if frames else ""
     if first.startswith("apiserver/store/"):
